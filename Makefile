@@ -1,0 +1,43 @@
+# queueops: two commands.
+#   make demo   set everything up, start the lab (PostgreSQL + workload) and open the console
+#   make test   set everything up and run every test
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/setup-system.sh | cksum | cut -d' ' -f1)
+
+.PHONY: setup demo test lint soak bench clean help
+
+help:
+	@echo "make demo   start the lab and the console at http://localhost:8501 (Ctrl-C stops all)"
+	@echo "make test   install everything and run the whole test suite"
+	@echo "make lint   ruff"
+	@echo "make bench  run the benchmarks (JSON on stdout)"
+	@echo "make clean  stop the lab and remove .venv and .queueops"
+
+$(STAMP):
+	bash scripts/setup-system.sh
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/queueops demo
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+
+bench: setup
+	$(BIN)/python benchmarks/collect_cycle.py
+
+clean:
+	-$(BIN)/queueops lab stop
+	rm -rf $(VENV) .queueops

@@ -1,0 +1,1 @@
+"""One module per ``queueops`` verb; each defines ``register(subparsers)``."""

@@ -1,0 +1,57 @@
+"""``queueops demo``: the lab, its workload and the console, stopped together by Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from queueops.commands.common import fail
+from queueops.commands.serve import streamlit_command
+from queueops.lab import control
+from queueops.lab.pgserver import LabError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="start the lab and the console together (Ctrl-C stops everything)")
+    p.add_argument("--state-dir", default=str(control.DEFAULT_STATE), metavar="DIR")
+    p.add_argument("--port", type=int, default=8501, help="console port (default 8501)")
+    p.set_defaults(func=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    state = Path(args.state_dir)
+    try:
+        info = control.start(state)
+    except LabError as exc:
+        return fail(str(exc))
+    children: list[subprocess.Popen[bytes]] = []
+    cmd, env = streamlit_command(info["config"], args.port)
+    children.append(subprocess.Popen(cmd, env=env, start_new_session=True))
+    print(f"\n  queueops console: http://localhost:{args.port}\n  lab config: {info['config']}\n"
+          "  Ctrl-C stops the console, the workload and the database.\n", flush=True)
+
+    def _term(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _term)
+    try:
+        while all(c.poll() is None for c in children):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for c in children:
+            with contextlib.suppress(ProcessLookupError):
+                c.terminate()
+        for c in children:
+            try:
+                c.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                c.kill()
+        control.stop(state)
+        print("demo stopped: console, workload and database are down.")
+    return 0

@@ -1,0 +1,372 @@
+"""The queueops configuration: a TOML file validated with pydantic.
+
+A config declares *targets* (database servers) and *queues* (tables used as queues on a target).
+Every problem is reported with the file, the dotted field path and the offending value, all at
+once, so that ``queueops config check`` tells an engineer everything wrong in one run. Nothing in
+this module touches a database; the live check (tables and columns exist) is in
+:mod:`queueops.livecheck`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from queueops import secrets
+from queueops.identifiers import identifier_problem
+
+DEFAULT_CONFIG = "queueops.toml"
+KINDS = ("delete", "status", "lease", "due", "ring")
+
+
+def _ident(value: str) -> str:
+    problem = identifier_problem(value, "mssql")  # generic rules; PostgreSQL's 63-byte limit below
+    if problem:
+        raise ValueError(f"not a safe identifier: {problem}")
+    return value
+
+
+Ident = Annotated[str, AfterValidator(_ident)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Threshold(_Model):
+    """Warn / critical levels for one metric. ``direction='below'`` flags values under the level."""
+
+    warn: float | None = None
+    crit: float | None = None
+    direction: Literal["above", "below"] = "above"
+
+
+# Defaults chosen for the lab's short timings and sane for production starting points; every
+# queue may override any of them. watermark_drift < 0 means stranded items: always critical.
+DEFAULT_THRESHOLDS: dict[str, Threshold] = {
+    "depth": Threshold(warn=10_000, crit=100_000),
+    "oldest_age_s": Threshold(warn=300, crit=1800),
+    "stuck_leases": Threshold(warn=1, crit=1),
+    "ghost_records": Threshold(warn=50_000, crit=500_000),
+    "fragmentation_pct": Threshold(warn=30, crit=60),
+    "watermark_drift": Threshold(warn=None, crit=0, direction="below"),
+    "lock_waiters": Threshold(warn=1, crit=5),
+}
+
+
+class Watermark(_Model):
+    """A one-row table holding the lowest key worth scanning from (the watermark pattern)."""
+
+    schema_: Ident | None = Field(default=None, alias="schema")
+    table: Ident
+    column: Ident
+    buffer: int = Field(default=0, ge=0)
+
+
+class Target(_Model):
+    name: Ident
+    dialect: Literal["postgresql", "mssql"]
+    url: str = Field(min_length=1)
+    password: str | None = None
+    actions_url: str | None = None
+    actions_password: str | None = None
+    connect_timeout_s: float = Field(default=5, gt=0, le=120)
+    statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
+    lock_timeout_ms: int = Field(default=1000, ge=10, le=600_000)
+
+    @field_validator("url", "actions_url")
+    @classmethod
+    def _url_scheme(cls, v: str | None) -> str | None:
+        if v is None or secrets.is_reference(v):
+            return v
+        if "://" not in v:
+            raise ValueError("must be a URL such as postgresql://user@host:5432/db, or an env:/file: reference")
+        return v
+
+
+class Queue(_Model):
+    name: Ident
+    target: Ident
+    kind: Literal["delete", "status", "lease", "due", "ring"]
+    schema_: Ident | None = Field(default=None, alias="schema")
+    table: Ident
+    key: Ident
+    enqueued_at: Ident | None = None
+    order: Literal["fifo", "lifo", "heap"] = "fifo"
+    # status kind
+    status_column: Ident | None = None
+    status_changed_at: Ident | None = None
+    ready_values: list[int | str] = Field(default_factory=lambda: [0])
+    processing_values: list[int | str] = Field(default_factory=lambda: [1])
+    done_values: list[int | str] = Field(default_factory=lambda: [2])
+    data_table: Ident | None = None
+    # lease kind
+    lease_column: Ident | None = None
+    error_column: Ident | None = None
+    attempts_column: Ident | None = None
+    # due kind
+    due_column: Ident | None = None
+    # ring kind
+    sequence_table: Ident | None = None
+    push_column: Ident | None = None
+    pop_column: Ident | None = None
+    refcount_column: Ident | None = None
+    capacity: int | None = Field(default=None, gt=0)
+    # any kind
+    watermark: Watermark | None = None
+    lease_timeout_s: float = Field(default=300, gt=0)
+    thresholds: dict[str, Threshold] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _kind_columns(self) -> Queue:
+        required = {
+            "status": ("status_column",),
+            "lease": ("lease_column",),
+            "due": ("due_column",),
+            "ring": ("sequence_table", "push_column", "pop_column"),
+        }.get(self.kind, ())
+        missing = [f for f in required if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"kind {self.kind!r} needs {', '.join(missing)}")
+        return self
+
+    def threshold(self, metric: str) -> Threshold | None:
+        return self.thresholds.get(metric) or DEFAULT_THRESHOLDS.get(metric)
+
+    @property
+    def uses_lease(self) -> bool:
+        return self.kind in ("lease", "status")
+
+
+class Store(_Model):
+    url: str = "sqlite:///.queueops/store.db"
+    retention_days: float = Field(default=14, gt=0)
+    buffer_rows: int = Field(default=100_000, gt=0)
+
+
+class Lake(_Model):
+    path: str = ".queueops/lake"
+    export_every_s: float = Field(default=3600, gt=0)
+
+
+class Schedule(_Model):
+    fast_s: float = Field(default=15, gt=0)
+    slow_s: float = Field(default=300, gt=0)
+    collectors: dict[str, float] = Field(default_factory=dict)
+    misfire_grace_s: float = Field(default=30, gt=0)
+
+
+class AlertRule(_Model):
+    metric: str
+    op: Literal[">", ">=", "<", "<=", "==", "!="] = ">"
+    value: float
+    for_s: float = Field(default=0, ge=0)
+    queues: list[str] = Field(default_factory=list)
+    severity: Literal["warn", "crit"] = "crit"
+    name: str | None = None
+
+
+class Alerts(_Model):
+    webhook_url: str | None = None
+    log: bool = True
+    rules: list[AlertRule] = Field(default_factory=list)
+
+
+class Identity(_Model):
+    """Who the CLI acts as, and the role of each known user (viewer or operator)."""
+
+    user: str | None = None
+    roles: dict[str, Literal["viewer", "operator"]] = Field(default_factory=dict)
+    default_role: Literal["viewer", "operator"] = "viewer"
+
+
+class Console(_Model):
+    users_file: str | None = None
+    refresh_s: float = Field(default=5, gt=0)
+    cache_s: float = Field(default=5, ge=0)
+
+
+class Report(_Model):
+    path: str = ".queueops/report.html"
+    daily_at: str | None = None
+
+
+class Config(_Model):
+    targets: list[Target] = Field(min_length=1)
+    queues: list[Queue] = Field(default_factory=list)
+    store: Store = Field(default_factory=Store)
+    lake: Lake = Field(default_factory=Lake)
+    schedule: Schedule = Field(default_factory=Schedule)
+    alerts: Alerts = Field(default_factory=Alerts)
+    identity: Identity = Field(default_factory=Identity)
+    console: Console = Field(default_factory=Console)
+    report: Report = Field(default_factory=Report)
+    # Where the file was read from; relative paths (secrets, store, lake) resolve against it.
+    source: str | None = Field(default=None, exclude=True)
+
+    @property
+    def base_dir(self) -> Path:
+        return Path(self.source).resolve().parent if self.source else Path.cwd()
+
+    def target(self, name: str) -> Target:
+        for t in self.targets:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def queue(self, name: str) -> Queue:
+        for q in self.queues:
+            if q.name == name:
+                return q
+        raise KeyError(name)
+
+    def queues_of(self, target: str) -> list[Queue]:
+        return [q for q in self.queues if q.target == target]
+
+    def path(self, value: str) -> Path:
+        """Resolve a path from config relative to the config file's folder."""
+        p = Path(value)
+        return p if p.is_absolute() else self.base_dir / p
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    value: Any
+    message: str
+
+    def render(self, file: str) -> str:
+        shown = "(missing)" if self.value is _MISSING else repr(self.value)
+        return f"{file}: {self.field} = {shown}: {self.message}"
+
+
+_MISSING = object()
+
+
+class ConfigError(Exception):
+    """One or more problems in a config file; ``str()`` lists each with file, field and value."""
+
+    def __init__(self, file: str, problems: list[Problem]):
+        self.file = file
+        self.problems = problems
+        super().__init__("\n".join(p.render(file) for p in problems))
+
+
+def _field_path(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
+    parts: list[str] = []
+    node: Any = raw
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1] = f"{parts[-1]}[{item}]" if parts else f"[{item}]"
+            name = node[item].get("name") if isinstance(node, list) and item < len(node) and isinstance(node[item], dict) else None
+            if name is not None:
+                parts[-1] += f"(name={name!r})"
+        elif item in ("delete", "status", "lease", "due", "ring") and parts and parts[-1].startswith("kind"):
+            continue
+        else:
+            parts.append(str(item))
+        try:
+            node = node[item]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return ".".join(parts) or "(top level)"
+
+
+def _lookup(raw: Any, loc: tuple[Any, ...]) -> Any:
+    node = raw
+    for item in loc:
+        try:
+            node = node[item]
+        except (KeyError, IndexError, TypeError):
+            return _MISSING
+    return node
+
+
+def _cross_checks(cfg: Config) -> list[Problem]:
+    """Checks that need the whole file: references between sections and per-dialect limits."""
+    problems: list[Problem] = []
+    names = [t.name for t in cfg.targets]
+    for i, t in enumerate(cfg.targets):
+        if names.count(t.name) > 1:
+            problems.append(Problem(f"targets[{i}].name", t.name, "duplicate target name"))
+        for fld in ("url", "actions_url"):
+            url = getattr(t, fld)
+            if url and not secrets.is_reference(url) and secrets.mask(url) != url:
+                problems.append(Problem(f"targets[{i}].{fld}", secrets.mask(url),
+                                        "holds a literal password; use password = \"env:NAME\" or \"file:PATH\""))
+    by_target = {t.name: t for t in cfg.targets}
+    qnames = [q.name for q in cfg.queues]
+    for i, q in enumerate(cfg.queues):
+        where = f"queues[{i}](name={q.name!r})"
+        if qnames.count(q.name) > 1:
+            problems.append(Problem(f"{where}.name", q.name, "duplicate queue name"))
+        target = by_target.get(q.target)
+        if target is None:
+            problems.append(Problem(f"{where}.target", q.target, f"no target of that name (known: {', '.join(names)})"))
+            continue
+        for fld, value in _identifier_fields(q):
+            problem = identifier_problem(value, target.dialect)
+            if problem:
+                problems.append(Problem(f"{where}.{fld}", value, f"not a safe identifier: {problem}"))
+    return problems
+
+
+def _identifier_fields(q: Queue) -> list[tuple[str, str]]:
+    out = [(f, getattr(q, f)) for f in (
+        "schema_", "table", "key", "enqueued_at", "status_column", "status_changed_at", "data_table",
+        "lease_column", "error_column", "attempts_column", "due_column", "sequence_table",
+        "push_column", "pop_column", "refcount_column") if getattr(q, f)]
+    if q.watermark:
+        out += [(f"watermark.{f}", getattr(q.watermark, f)) for f in ("schema_", "table", "column")
+                if getattr(q.watermark, f)]
+    return [(f.replace("schema_", "schema"), v) for f, v in out]
+
+
+def parse(raw: dict[str, Any], file: str = "<config>") -> Config:
+    """Validate an already-parsed TOML document; raise :class:`ConfigError` listing every problem."""
+    try:
+        cfg = Config.model_validate({**raw, "source": file if file != "<config>" else None})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "missing":
+                msg = "is required"
+            problems.append(Problem(_field_path(loc, raw), _lookup(raw, loc), msg))
+        raise ConfigError(file, problems) from None
+    problems = _cross_checks(cfg)
+    if problems:
+        raise ConfigError(file, problems)
+    return cfg
+
+
+def load(path: str | os.PathLike[str] | None = None) -> Config:
+    """Read and validate a config file (default: ``$QUEUEOPS_CONFIG`` or ``./queueops.toml``)."""
+    path = Path(path or os.environ.get("QUEUEOPS_CONFIG") or DEFAULT_CONFIG)
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(file, [Problem("(file)", file, "config file not found; pass --config PATH "
+                                         "or run 'queueops lab start' to get .queueops/lab.toml")]) from None
+    except OSError as exc:
+        raise ConfigError(file, [Problem("(file)", file, f"cannot read: {exc.strerror}")]) from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(file, [Problem("(syntax)", _MISSING, f"not valid TOML: {exc}")]) from None
+    return parse(raw, file)

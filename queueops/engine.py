@@ -1,0 +1,173 @@
+"""Connections to targets: PostgreSQL through psycopg 3, SQL Server through pyodbc.
+
+A thin adapter: it opens a DB-API connection for a target, runs :class:`~queueops.sqlfiles.Statement`
+objects and returns rows as dicts. Errors leave this module as :class:`TargetError` with every
+secret masked, so they can be shown in the UI and stored in snapshot status rows as they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from queueops import secrets
+from queueops.config import Target
+from queueops.sqlfiles import Statement
+
+Purpose = Literal["collect", "action", "check"]
+
+
+class TargetError(RuntimeError):
+    """A target could not be reached or a statement failed; the message is safe to show."""
+
+    def __init__(self, target: str, message: str, *, timeout: bool = False):
+        self.target = target
+        self.timeout = timeout
+        super().__init__(secrets.mask(message))
+
+
+def database_name(target: Target, base_dir: Path | None = None) -> str:
+    """The database a target points at, for the ``database`` column of snapshot rows."""
+    from sqlalchemy.engine import make_url
+
+    url = secrets.resolve(target.url, base_dir)
+    try:
+        return make_url(url).database or ""
+    except Exception:  # noqa: BLE001 - a label only; a malformed URL fails properly at connect
+        return ""
+
+
+def _pg_conninfo(url: str) -> str:
+    # Accept SQLAlchemy-style "postgresql+psycopg://" as well as libpq's "postgresql://".
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme.split('+', 1)[0]}{sep}{rest}"
+
+
+@dataclass
+class Connection:
+    """An open connection to one target and the dialect it speaks."""
+
+    target: Target
+    dialect: str
+    raw: Any
+
+    def execute(self, stmt: Statement) -> list[dict[str, Any]]:
+        """Run one statement and return its rows (empty for statements without a result)."""
+        try:
+            cur = self.raw.cursor()
+            cur.execute(stmt.sql, stmt.params) if stmt.params else cur.execute(stmt.sql)
+            rows: list[dict[str, Any]] = []
+            # pyodbc: skip result-less statements (SET ...) in a batch to reach the first result.
+            while True:
+                if cur.description:
+                    cols = [d[0] for d in cur.description]
+                    rows = [dict(zip(cols, r, strict=False)) for r in cur.fetchall()]
+                    break
+                if self.dialect != "mssql" or not cur.nextset():
+                    break
+            cur.close()
+            return rows
+        except Exception as exc:
+            raise _wrap(self.target.name, self.dialect, exc) from None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.raw.close()
+
+
+def _wrap(target: str, dialect: str, exc: BaseException) -> TargetError:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    timeout = False
+    if dialect == "postgresql":
+        sqlstate = getattr(exc, "sqlstate", None)
+        timeout = sqlstate in ("57014", "55P03")  # statement_timeout / lock_timeout
+    else:
+        timeout = "1222" in text or "HYT00" in text or "timeout" in text.lower()
+    return TargetError(target, text, timeout=timeout)
+
+
+def _password(target: Target, purpose: Purpose, base_dir: Path | None) -> str | None:
+    ref = target.actions_password if purpose == "action" and target.actions_password else target.password
+    return secrets.resolve(ref, base_dir) if ref else None
+
+
+def connect(target: Target, purpose: Purpose = "collect", base_dir: Path | None = None,
+            application: str | None = None) -> Connection:
+    """Open an autocommit connection to ``target`` (actions use ``actions_url`` when set)."""
+    url_ref = target.actions_url if purpose == "action" and target.actions_url else target.url
+    try:
+        url = secrets.resolve(url_ref, base_dir)
+        password = _password(target, purpose, base_dir)
+    except secrets.SecretError as exc:
+        raise TargetError(target.name, f"cannot resolve a secret of target {target.name!r}: {exc}") from None
+    app = application or f"queueops-{purpose}"
+    if target.dialect == "postgresql":
+        return Connection(target, "postgresql", _connect_pg(target, url, password, app))
+    return Connection(target, "mssql", _connect_mssql(target, url, password, app))
+
+
+def _connect_pg(target: Target, url: str, password: str | None, app: str) -> Any:
+    import psycopg
+
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "connect_timeout": max(1, int(target.connect_timeout_s)),
+        "application_name": app,
+        # Queue tables are often empty; a generic plan prepared then would be a full scan later
+        # (see reference/pg-lab-findings.md). Never prepare server-side.
+        "prepare_threshold": None,
+    }
+    if password:
+        kwargs["password"] = password
+    try:
+        return psycopg.connect(_pg_conninfo(url), **kwargs)
+    except Exception as exc:
+        raise _wrap(target.name, "postgresql", exc) from None
+
+
+def odbc_connection_string(url: str, password: str | None) -> str:
+    """Build an ODBC connection string from a SQLAlchemy ``mssql+pyodbc://`` URL."""
+    from sqlalchemy.dialects.mssql.pyodbc import MSDialect_pyodbc
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if password:
+        u = u.set(password=password)
+    args, _ = MSDialect_pyodbc().create_connect_args(u)
+    return args[0]
+
+
+def _connect_mssql(target: Target, url: str, password: str | None, app: str) -> Any:
+    try:
+        import pyodbc
+    except ImportError as exc:
+        raise TargetError(target.name, "pyodbc cannot be imported (" + str(exc) + "); install unixODBC "
+                          "(Debian: apt-get install unixodbc) and an ODBC driver for SQL Server "
+                          "(Debian: tdsodbc for FreeTDS, or Microsoft's msodbcsql18)") from None
+    try:
+        conn_str = odbc_connection_string(url, password) + f";APP={app}"
+        conn = pyodbc.connect(conn_str, autocommit=True, timeout=max(1, int(target.connect_timeout_s)))
+        conn.timeout = max(1, int(target.statement_timeout_ms / 1000))  # query timeout, seconds
+        if app.endswith("collect"):
+            # Collectors read without shared locks: they must never block a dequeuer.
+            conn.set_attr(pyodbc.SQL_ATTR_TXN_ISOLATION, pyodbc.SQL_TXN_READ_UNCOMMITTED)
+        return conn
+    except Exception as exc:
+        msg = str(exc)
+        if "IM002" in msg or "Can't open lib" in msg:
+            msg += (" -- the ODBC driver named in the URL is not installed; FreeTDS: apt-get install "
+                    "tdsodbc, Microsoft: msodbcsql18")
+        raise TargetError(target.name, f"{type(exc).__name__}: {msg}") from None
+
+
+@contextlib.contextmanager
+def connection(target: Target, purpose: Purpose = "collect", base_dir: Path | None = None,
+               application: str | None = None) -> Iterator[Connection]:
+    conn = connect(target, purpose, base_dir, application)
+    try:
+        yield conn
+    finally:
+        conn.close()

@@ -1,0 +1,54 @@
+"""Turn a queue's config into the quoted SQL fragments its SQL files use.
+
+This is the only place where names from config become SQL text, and every name goes through
+:func:`queueops.identifiers.quote_ident`. A fragment a queue does not declare is simply absent,
+so a block that needs it reports "not applicable" instead of running with a guess.
+"""
+
+from __future__ import annotations
+
+from queueops.config import Queue
+from queueops.identifiers import quote_ident, quote_table
+
+_COLUMNS = {
+    "key": "key",
+    "enqueued_at": "enqueued_at",
+    "status": "status_column",
+    "status_changed_at": "status_changed_at",
+    "lease": "lease_column",
+    "error": "error_column",
+    "attempts": "attempts_column",
+    "due": "due_column",
+    "push": "push_column",
+    "pop": "pop_column",
+    "refcount": "refcount_column",
+}
+
+
+def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
+    """Quoted identifiers (and validated integers) for ``queue``'s SQL blocks."""
+    frags: dict[str, str] = {"table": quote_table(queue.schema_, queue.table, dialect)}
+    for frag, attr in _COLUMNS.items():
+        value = getattr(queue, attr)
+        if value:
+            frags[frag] = quote_ident(value, dialect)
+    if queue.data_table:
+        frags["data_table"] = quote_table(queue.schema_, queue.data_table, dialect)
+    if queue.sequence_table:
+        frags["seq_table"] = quote_table(queue.schema_, queue.sequence_table, dialect)
+    if queue.capacity:
+        frags["capacity"] = str(int(queue.capacity))
+    if queue.watermark:
+        wm = queue.watermark
+        frags["wm_table"] = quote_table(wm.schema_ or queue.schema_, wm.table, dialect)
+        frags["wm_column"] = quote_ident(wm.column, dialect)
+    return frags
+
+
+def qualified_name(queue: Queue, dialect: str) -> str:
+    """The quoted ``schema.table`` as a *value* to bind into catalog lookups.
+
+    ``to_regclass(%s)`` and ``OBJECT_ID(?)`` parse their argument as a (quoted) name, so binding
+    the quoted form finds exactly the configured table, whatever characters it contains.
+    """
+    return quote_table(queue.schema_, queue.table, dialect)

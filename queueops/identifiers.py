@@ -1,0 +1,79 @@
+"""Identifier validation and quoting, per dialect.
+
+Every table and column name in queueops comes from a config file, which we treat as hostile:
+names are validated (so a typo or an injection attempt is reported by ``config check`` before
+anything runs) *and* always quoted with the dialect's own rules when rendered into SQL (so a
+name that passes validation still cannot change the statement). Quoting is delegated to
+SQLAlchemy's identifier preparers, which implement each engine's escaping exactly.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import cache
+
+DIALECTS = ("postgresql", "mssql")
+
+# PostgreSQL silently truncates identifiers longer than NAMEDATALEN-1 (63) bytes; SQL Server's
+# sysname is 128 characters. A silently truncated name would point at a different table.
+MAX_IDENTIFIER = {"postgresql": 63, "mssql": 128}
+
+_FORBIDDEN_FRAGMENTS = ('"', "[", "]", "`", ";", "--", "/*", "*/", "'", "\\")
+
+
+def identifier_problem(name: object, dialect: str = "postgresql") -> str | None:
+    """Return why ``name`` is not acceptable as an identifier, or None when it is.
+
+    Conservative on purpose: quote characters, statement separators and comment markers are
+    never part of a real queue table's name, and refusing them makes hostile config visible.
+    Unicode is allowed only in NFKC-normal form, so look-alike characters (fullwidth letters,
+    ligatures) that render like ASCII but name a different object are refused.
+    """
+    if not isinstance(name, str):
+        return "must be a string"
+    if not name:
+        return "must not be empty"
+    if name != name.strip():
+        return "must not start or end with white space"
+    limit = MAX_IDENTIFIER.get(dialect, 63)
+    size = len(name.encode("utf-8")) if dialect == "postgresql" else len(name)
+    if size > limit:
+        unit = "bytes" if dialect == "postgresql" else "characters"
+        return f"is {size} {unit} long; {dialect} allows at most {limit}"
+    for ch in name:
+        if unicodedata.category(ch).startswith("C"):
+            return f"contains the control or invisible character U+{ord(ch):04X}"
+    for frag in _FORBIDDEN_FRAGMENTS:
+        if frag in name:
+            return f"contains {frag!r}, which is never part of a safe identifier"
+    if unicodedata.normalize("NFKC", name) != name:
+        return "contains Unicode look-alike characters (not in NFKC normal form)"
+    return None
+
+
+@cache
+def _preparer(dialect: str):  # noqa: ANN202 - SQLAlchemy's IdentifierPreparer
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.dialect().identifier_preparer
+    if dialect == "mssql":
+        from sqlalchemy.dialects import mssql
+
+        return mssql.dialect().identifier_preparer
+    raise ValueError(f"unknown dialect {dialect!r}; expected one of {', '.join(DIALECTS)}")
+
+
+def quote_ident(name: str, dialect: str) -> str:
+    """Quote one identifier for ``dialect``, always (never "only when needed")."""
+    problem = identifier_problem(name, dialect)
+    if problem:
+        raise ValueError(f"refusing identifier {name!r}: {problem}")
+    return _preparer(dialect).quote_identifier(name)
+
+
+def quote_table(schema: str | None, table: str, dialect: str) -> str:
+    """Quote a possibly schema-qualified table name."""
+    if schema:
+        return f"{quote_ident(schema, dialect)}.{quote_ident(table, dialect)}"
+    return quote_ident(table, dialect)

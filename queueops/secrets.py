@@ -1,0 +1,61 @@
+"""Secret references and masking.
+
+Config never holds a literal password in examples: a secret is written as ``env:NAME`` (read
+from the environment) or ``file:PATH`` (read from a file, relative to the config file). Resolved
+secrets are registered here so that :func:`mask` can scrub them from any text we log, show in
+the UI, store in the audit log or export.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+_KNOWN_SECRETS: set[str] = set()
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@\s]*)@", re.I)
+_KV_PASSWORD = re.compile(r"(?P<key>\b(?:pwd|password)\s*=\s*)(?P<pw>\{[^}]*\}|[^;\s]+)", re.I)
+
+
+class SecretError(ValueError):
+    """A secret reference could not be resolved."""
+
+
+def is_reference(value: str) -> bool:
+    return value.startswith(("env:", "file:"))
+
+
+def resolve(value: str, base_dir: Path | None = None) -> str:
+    """Resolve an ``env:``/``file:`` reference (or return a literal unchanged) and remember it."""
+    if value.startswith("env:"):
+        name = value[4:]
+        if name not in os.environ:
+            raise SecretError(f"environment variable {name!r} is not set")
+        secret = os.environ[name]
+    elif value.startswith("file:"):
+        path = Path(value[5:])
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            secret = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SecretError(f"cannot read secret file {str(path)!r}: {exc.strerror}") from None
+    else:
+        secret = value
+    remember(secret)
+    return secret
+
+
+def remember(secret: str) -> None:
+    if secret and len(secret) >= 4:
+        _KNOWN_SECRETS.add(secret)
+
+
+def mask(text: object) -> str:
+    """Return ``text`` with passwords in URLs / ODBC strings and every known secret replaced."""
+    out = str(text)
+    out = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", out)
+    out = _KV_PASSWORD.sub(lambda m: f"{m['key']}***", out)
+    for secret in sorted(_KNOWN_SECRETS, key=len, reverse=True):
+        out = out.replace(secret, "***")
+    return out

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install the Debian packages queueops needs, when they are missing:
+#   unixodbc + tdsodbc     pyodbc's driver manager and FreeTDS's ODBC driver (SQL Server targets)
+#   postgresql(-contrib)   server binaries for the embedded lab and the tests (pgstattuple too)
+#   default-jre-headless   Java for PySpark (local mode)
+#   chromium(-driver)      headless browser for the console's end-to-end tests
+# As root this runs apt-get; otherwise it prints the exact command to run.
+set -euo pipefail
+
+need=()
+have_lib() { ldconfig -p 2>/dev/null | grep -q "$1"; }
+have_lib 'libodbc.so.2' || need+=(unixodbc)
+[ -e /usr/lib/x86_64-linux-gnu/odbc/libtdsodbc.so ] || ls /usr/lib/*/odbc/libtdsodbc.so >/dev/null 2>&1 || need+=(tdsodbc)
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  need+=(postgresql postgresql-contrib)
+fi
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+
+if [ ${#need[@]} -eq 0 ]; then
+  echo "system packages: all present"
+else
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "queueops needs these Debian packages: ${need[*]}" >&2
+    echo "install them with: sudo apt-get install -y ${need[*]}" >&2
+    exit 1
+  fi
+  echo "installing Debian packages: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # The Debian postgresql package starts a cluster of its own; the lab runs its own private one.
+  if command -v pg_ctlcluster >/dev/null 2>&1; then
+    for v in /etc/postgresql/*/main; do [ -d "$v" ] && pg_ctlcluster "$(basename "$(dirname "$v")")" main stop 2>/dev/null || true; done
+  fi
+fi
+
+# Register FreeTDS with unixODBC under the name used in the docs' URLs (driver=FreeTDS).
+if command -v odbcinst >/dev/null 2>&1 && ! odbcinst -q -d 2>/dev/null | grep -q '^\[FreeTDS\]'; then
+  lib=$(ls /usr/lib/*/odbc/libtdsodbc.so 2>/dev/null | head -n1 || true)
+  if [ -n "$lib" ] && [ "$(id -u)" -eq 0 ]; then
+    printf '[FreeTDS]\nDescription = FreeTDS ODBC driver\nDriver = %s\n' "$lib" > /tmp/queueops-freetds.ini
+    odbcinst -i -d -f /tmp/queueops-freetds.ini >/dev/null
+    rm -f /tmp/queueops-freetds.ini
+  fi
+fi

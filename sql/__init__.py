@@ -1,0 +1,1 @@
+"""SQL files of queueops, one folder per dialect; loaded by name through :mod:`queueops.sqlfiles`."""

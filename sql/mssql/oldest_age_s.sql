@@ -1,0 +1,33 @@
+-- oldest_age_s: seconds the oldest ready item has waited (0 when nothing is ready).
+-- Each block reads one row through the index the dequeue uses (TOP (1) ... ORDER BY).
+-- Times are UTC (SYSUTCDATETIME), as lease and enqueue times should be.
+-- @block delete
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {enqueued_at} FROM {table} ORDER BY {key}),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       '' AS note
+-- @block status
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {enqueued_at} FROM {table}
+                                                WHERE {status} IN (:ready_values) ORDER BY {status}, {key}),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       '' AS note
+-- @block lease
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {enqueued_at} FROM {table}
+                                                WHERE {lease} IS NULL ORDER BY {enqueued_at}, {key}),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       '' AS note
+-- @block due
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {due} FROM {table}
+                                                WHERE {due} <= SYSUTCDATETIME() ORDER BY {due}),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       '' AS note
+-- @block ring
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT r.{enqueued_at} FROM {table} AS r CROSS JOIN {seq_table} AS s
+                                                WHERE r.{key} = s.{pop} % {capacity} AND r.{refcount} > 0
+                                                  AND s.{push} > s.{pop}),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       '' AS note

@@ -1,0 +1,28 @@
+-- oldest_age_s: seconds the oldest ready item has waited (0 when nothing is ready).
+-- Each block reads one row through the index the dequeue itself uses (ORDER BY ... LIMIT 1).
+-- For due queues the age is the lateness of the most overdue item (now - due time).
+-- @block delete
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
+       '' AS note
+-- @block status
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values)
+                                             ORDER BY {status}, {key} LIMIT 1)), 0)::float8 AS value,
+       '' AS note
+-- @block lease
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {lease} IS NULL
+                                             ORDER BY {enqueued_at}, {key} LIMIT 1)), 0)::float8 AS value,
+       '' AS note
+-- @block due
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       greatest(coalesce(extract(epoch FROM now() - (SELECT {due} FROM {table} WHERE {due} <= now()
+                                                      ORDER BY {due} LIMIT 1)), 0), 0)::float8 AS value,
+       '' AS note
+-- @block ring
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       coalesce(extract(epoch FROM now() - (SELECT r.{enqueued_at} FROM {table} AS r, {seq_table} AS s
+                                             WHERE r.{key} = (s.{pop} % {capacity}) AND r.{refcount} > 0
+                                               AND s.{push} > s.{pop})), 0)::float8 AS value,
+       '' AS note
