@@ -1,0 +1,92 @@
+"""Store tables (SQLAlchemy Core). Shared by the service (writes snapshots, status, alerts), the
+actions (audit log) and the console (reads everything).
+
+The audit log follows the shape of Ola Hallengren's CommandLog: the command, its start, its end,
+its outcome and its error, plus who ran it, with what role, on which queue, and the preview it
+was confirmed against. A row is inserted *before* the action starts (outcome ``running``) and
+completed after, so an action interrupted by a crash stays visible as ``running`` until
+:func:`queueops.actions` marks it ``interrupted``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+snapshots = Table(
+    "snapshots", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("target", String(128), nullable=False),
+    Column("database", String(256), nullable=False, default=""),
+    Column("queue", String(128), nullable=False, default=""),
+    Column("metric", String(128), nullable=False),
+    Column("value", Float, nullable=True),
+    Column("note", Text, nullable=False, default=""),
+    Index("ix_snapshots_ts", "ts"),
+    Index("ix_snapshots_queue_metric_ts", "target", "queue", "metric", "ts"),
+)
+
+collector_status = Table(
+    "collector_status", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("target", String(128), nullable=False),
+    Column("collector", String(128), nullable=False),
+    Column("ok", Boolean, nullable=False),
+    Column("duration_ms", Float, nullable=False),
+    Column("rows", Integer, nullable=False, default=0),
+    Column("error", Text, nullable=False, default=""),
+    Column("timeout", Boolean, nullable=False, default=False),
+    Index("ix_status_ts", "ts"),
+    Index("ix_status_target_ts", "target", "collector", "ts"),
+)
+
+alert_state = Table(
+    "alert_state", metadata,
+    Column("rule", String(256), primary_key=True),
+    Column("target", String(128), primary_key=True),
+    Column("queue", String(128), primary_key=True),
+    Column("state", String(16), nullable=False),  # pending | firing | resolved
+    Column("since", DateTime(timezone=True), nullable=False),
+    Column("value", Float, nullable=True),
+    Column("notified_at", DateTime(timezone=True), nullable=True),
+)
+
+audit_log = Table(
+    "audit_log", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("start_time", DateTime(timezone=True), nullable=False),
+    Column("end_time", DateTime(timezone=True), nullable=True),
+    Column("user_name", String(256), nullable=False),
+    Column("role", String(32), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("target", String(128), nullable=False),
+    Column("queue", String(128), nullable=False),
+    Column("command", Text, nullable=False),        # the exact SQL, as run
+    Column("params", Text, nullable=False, default="[]"),  # JSON
+    Column("preview", Text, nullable=False, default="{}"),  # JSON: what the operator confirmed
+    Column("rows_affected", Integer, nullable=True),
+    Column("outcome", String(16), nullable=False),  # running | ok | failed | interrupted | refused
+    Column("error", Text, nullable=False, default=""),
+    Index("ix_audit_start", "start_time"),
+)
+
+lake_exports = Table(
+    "lake_exports", metadata,
+    Column("hour", DateTime(timezone=True), primary_key=True),
+    Column("rows", Integer, nullable=False),
+    Column("exported_at", DateTime(timezone=True), nullable=False),
+)
