@@ -53,14 +53,16 @@ def identifier_problem(name: object, dialect: str = "postgresql") -> str | None:
 
 @cache
 def _preparer(dialect: str):  # noqa: ANN202 - SQLAlchemy's IdentifierPreparer
+    # paramstyle="qmark": the preparer of a pyformat dialect doubles '%' for its driver. We want
+    # the identifier as SQL sees it; sqlfiles.render escapes '%' for psycopg itself.
     if dialect == "postgresql":
         from sqlalchemy.dialects import postgresql
 
-        return postgresql.dialect().identifier_preparer
+        return postgresql.dialect(paramstyle="qmark").identifier_preparer
     if dialect == "mssql":
         from sqlalchemy.dialects import mssql
 
-        return mssql.dialect().identifier_preparer
+        return mssql.dialect(paramstyle="qmark").identifier_preparer
     raise ValueError(f"unknown dialect {dialect!r}; expected one of {', '.join(DIALECTS)}")
 
 

@@ -127,7 +127,9 @@ def render(text: str, dialect: str, fragments: Mapping[str, str], values: Mappin
             key = m.group("fname")
             if key not in fragments or fragments[key] is None:
                 raise MissingFragment(key)
-            return str(fragments[key])
+            # A quoted identifier may legally contain '%' (e.g. "x%s"); psycopg must see '%%'.
+            frag = str(fragments[key])
+            return frag.replace("%", "%%") if style == "pyformat" else frag
         if m.group("param") is not None:
             key = m.group("pname")
             if key not in values:
