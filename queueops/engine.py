@@ -58,7 +58,14 @@ class Connection:
         """Run one statement and return its rows (empty for statements without a result)."""
         try:
             cur = self.raw.cursor()
-            cur.execute(stmt.sql, stmt.params) if stmt.params else cur.execute(stmt.sql)
+            if self.dialect == "postgresql":
+                # Always pass the tuple, even empty: rendered SQL escapes '%' as '%%' for psycopg,
+                # which psycopg only un-escapes when parameters are given.
+                cur.execute(stmt.sql, stmt.params)
+            elif stmt.params:
+                cur.execute(stmt.sql, stmt.params)
+            else:
+                cur.execute(stmt.sql)
             rows: list[dict[str, Any]] = []
             # pyodbc: skip result-less statements (SET ...) in a batch to reach the first result.
             while True:

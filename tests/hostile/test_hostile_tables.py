@@ -37,3 +37,13 @@ def test_collectors_on_a_table_with_hostile_legal_names(lab) -> None:  # noqa: A
     assert values["depth"] == 3
     assert 55 <= values["oldest_age_s"] < 300
     assert json.dumps([r.to_json() for r in result.rows])  # rows serialise as they are
+
+
+def test_percent_in_sql_without_bound_values_reaches_postgres_intact(lab) -> None:  # noqa: ANN001
+    """A rendered statement with '%' and no parameters must not arrive as '%%'."""
+    from queueops import engine, sqlfiles
+
+    cfg = lab.config()
+    stmt = sqlfiles.render("SELECT 7 % 3 AS r, '50%' AS s", "postgresql", {}, {})
+    with engine.connection(cfg.targets[0], "check", cfg.base_dir) as conn:
+        assert conn.execute(stmt) == [{"r": 1, "s": "50%"}]
