@@ -19,6 +19,7 @@ from typing import Any
 from queueops import sqlfiles
 from queueops.lab.config import write_lab_config
 from queueops.lab.pgserver import EmbeddedPostgres, LabError, ServerInfo
+from queueops.users import ensure_demo_users
 
 FAULTS = ("dead-consumer", "snapshot-hold", "watermark-jump", "lock-hold", "churn")
 DEFAULT_STATE = Path(".queueops")
@@ -47,6 +48,8 @@ def start(state_dir: Path = DEFAULT_STATE, *, workload: bool = True, port: int |
     info = srv.start()
     apply_schema(srv, info)
     config_path = write_lab_config(Path(state_dir), info.url(), info.port)
+    # The console's documented demo accounts (README "Console"), only if no users file exists yet.
+    ensure_demo_users(Path(state_dir) / "users.toml")
     if rates:
         set_rates(srv, rates)
     pid = start_workload(Path(state_dir), config_path) if workload else None
@@ -83,11 +86,24 @@ def start_workload(state_dir: Path, config_path: Path) -> int:
     pid = workload_pid(state_dir)
     if pid:
         return pid
-    log = open(Path(state_dir) / "workload.log", "ab")  # noqa: SIM115 - handed to the child
+    log_path = Path(state_dir) / "workload.log"
+    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+    offset = log.tell()
     proc = subprocess.Popen([sys.executable, "-m", "queueops.lab.workload", "--config", str(config_path)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
+    log.close()
     _pid_file(state_dir).write_text(str(proc.pid))
+    # A workload that cannot start (bad config) exits at once: say so instead of reporting a pid.
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and proc.poll() is None:
+        if b"workload starting" in log_path.read_bytes()[offset:]:
+            break
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        _pid_file(state_dir).unlink(missing_ok=True)
+        tail = log_path.read_bytes()[offset:].decode(errors="replace").strip().splitlines()[-3:]
+        raise LabError(f"the workload exited at once (code {proc.returncode}); {log_path}: " + " / ".join(tail))
     return proc.pid
 
 

@@ -75,6 +75,9 @@ def _traversable(path: Path) -> bool:
 def free_port(preferred: int | None = None) -> int:
     for port in ([preferred] if preferred else []) + [0]:
         with socket.socket() as s:
+            # Like PostgreSQL's own listener: a restart may reuse its port while old client
+            # connections linger in TIME_WAIT (otherwise a restart moves the lab to a new port).
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:

@@ -20,7 +20,7 @@ INSERT INTO lab.q_delete_watermark (id, low_key) VALUES (1, 0) ON CONFLICT (id) 
 -- status: QueueMeta / QueueData split; a dequeue updates status 0 (ready) -> 1 (processing).
 CREATE TABLE IF NOT EXISTS lab.q_status_meta (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    status            smallint NOT NULL DEFAULT 0,  -- 0 ready, 1 processing, 2 done, 3 failed
+    status            smallint NOT NULL DEFAULT 0,  -- 0 ready, 1 processing, 2 done, 3 failed, 9 churn (fault)
     enqueued_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     status_changed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     attempts          int NOT NULL DEFAULT 0
@@ -90,3 +90,10 @@ CREATE TABLE IF NOT EXISTS lab.ledger (
     ts     timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX IF NOT EXISTS ledger_item ON lab.ledger (queue, item);
+-- The workload's cumulative counters (lock timeouts, reconnects, ...), flushed every few seconds;
+-- updated_at doubles as the workload's heartbeat.
+CREATE TABLE IF NOT EXISTS lab.counters (
+    name       text PRIMARY KEY,
+    value      bigint NOT NULL DEFAULT 0,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
