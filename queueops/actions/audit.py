@@ -1,0 +1,212 @@
+"""The action audit log (store table ``audit_log``, shaped like Ola Hallengren's CommandLog).
+
+A record is inserted *before* an action touches anything (outcome ``running``), its
+``rows_affected`` is advanced after every committed batch, and it is completed after the action
+(``ok`` / ``failed`` / ``interrupted``) -- so an action whose process dies mid-way stays visible.
+Refused attempts (a viewer, a stale preview) are recorded as ``refused`` without running.
+
+"interrupted" must be true, not a guess: each record names the process running it (host, pid and
+the process's start time, in the preview JSON under ``runner``). A ``running`` record is marked
+``interrupted`` only when that process is provably gone: same host, and the pid no longer exists
+or now belongs to a process started at another time (a reused pid). Records of other hosts are
+left alone: from here nobody can tell whether they are still running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, and_, insert, select, update
+
+from queueops import secrets
+from queueops.actions.model import Plan, dumps
+from queueops.roles import Actor
+from queueops.store.schema import audit_log
+
+OUTCOMES = ("running", "ok", "failed", "interrupted", "refused")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which process runs an action, and is it still there
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def process_start(pid: int) -> str | None:
+    """An identity for the process ``pid`` that a reused pid does not share (Linux: boot id and
+    start time in clock ticks from /proc/<pid>/stat); None where /proc is not available."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    if len(fields) < 20:
+        return None
+    return f"{_boot_id()}:{fields[19]}"  # field 22 of stat: starttime
+
+
+def this_process() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "started": process_start(pid)}
+
+
+def process_gone(runner: dict[str, Any]) -> bool:
+    """True only when the process that wrote ``runner`` certainly no longer runs."""
+    if not runner or runner.get("host") != socket.gethostname() or not isinstance(runner.get("pid"), int):
+        return False
+    pid = runner["pid"]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # exists, owned by someone else
+    now = process_start(pid)
+    started = runner.get("started")
+    return bool(started and now and now != started)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def _preview_json(plan: Plan | None, extra: dict[str, Any] | None = None) -> str:
+    body: dict[str, Any] = plan.preview.to_json() if plan else {}
+    body["runner"] = this_process()
+    if extra:
+        body.update(extra)
+    return secrets.mask(dumps(body))
+
+
+def begin(engine: Engine, actor: Actor, plan: Plan) -> int:
+    """Insert the ``running`` record (before anything runs); returns its id."""
+    with engine.begin() as conn:
+        res = conn.execute(insert(audit_log).values(
+            start_time=utcnow(), end_time=None, user_name=actor.user, role=actor.role, action=plan.action,
+            target=plan.target.name, queue=plan.queue.name, command=plan.preview.sql,
+            params=dumps(plan.preview.params), preview=_preview_json(plan), rows_affected=0,
+            outcome="running", error=""))
+        return int(res.inserted_primary_key[0])
+
+
+def refuse(engine: Engine, actor: Actor, plan: Plan, reason: str) -> int:
+    """Record an attempt that was refused before anything ran."""
+    now = utcnow()
+    with engine.begin() as conn:
+        res = conn.execute(insert(audit_log).values(
+            start_time=now, end_time=now, user_name=actor.user, role=actor.role, action=plan.action,
+            target=plan.target.name, queue=plan.queue.name, command=plan.preview.sql,
+            params=dumps(plan.preview.params), preview=_preview_json(plan), rows_affected=0,
+            outcome="refused", error=secrets.mask(reason)))
+        return int(res.inserted_primary_key[0])
+
+
+def advance(engine: Engine, audit_id: int, rows: int) -> None:
+    """Record the rows committed so far (after each batch), so an interrupted record is exact."""
+    with engine.begin() as conn:
+        conn.execute(update(audit_log).where(and_(audit_log.c.id == audit_id, audit_log.c.outcome == "running"))
+                     .values(rows_affected=rows))
+
+
+def finish(engine: Engine, audit_id: int, outcome: str, rows: int | None, error: str = "") -> bool:
+    """Complete a ``running`` record; False if it was no longer running (already completed)."""
+    if outcome not in OUTCOMES or outcome == "running":
+        raise ValueError(f"bad outcome {outcome!r}")
+    with engine.begin() as conn:
+        res = conn.execute(update(audit_log)
+                           .where(and_(audit_log.c.id == audit_id, audit_log.c.outcome == "running"))
+                           .values(outcome=outcome, end_time=utcnow(), rows_affected=rows,
+                                   error=secrets.mask(error)))
+        return bool(res.rowcount)
+
+
+def reconcile(engine: Engine) -> list[int]:
+    """Mark ``running`` records whose process is provably gone as ``interrupted``; their ids."""
+    with engine.connect() as conn:
+        running = conn.execute(select(audit_log.c.id, audit_log.c.preview)
+                               .where(audit_log.c.outcome == "running")).all()
+    marked = []
+    for rid, preview in running:
+        try:
+            runner = json.loads(preview or "{}").get("runner") or {}
+        except (ValueError, AttributeError):
+            runner = {}
+        if not process_gone(runner):
+            continue
+        with engine.begin() as conn:
+            res = conn.execute(
+                update(audit_log).where(and_(audit_log.c.id == rid, audit_log.c.outcome == "running"))
+                .values(outcome="interrupted", end_time=utcnow(),
+                        error=f"the process running this action (pid {runner.get('pid')} on "
+                              f"{runner.get('host')}) ended before completing it; rows_affected counts "
+                              "the batches it committed (each batch is all or nothing)"))
+            if res.rowcount:
+                marked.append(int(rid))
+    return marked
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+def _aware(value: Any) -> Any:
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)  # SQLite hands back naive UTC
+    return value
+
+
+def _row(r: Any) -> dict[str, Any]:
+    d = dict(r._mapping)
+    for k in ("start_time", "end_time"):
+        d[k] = _aware(d.get(k))
+    try:
+        runner = json.loads(d.get("preview") or "{}").get("runner") or {}
+    except (ValueError, AttributeError):
+        runner = {}
+    d["host"], d["pid"] = runner.get("host"), runner.get("pid")
+    return d
+
+
+def entries(engine: Engine, *, queue: str | None = None, action: str | None = None, user: str | None = None,
+            outcome: Sequence[str] | str | None = None, target: str | None = None,
+            since: datetime | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """Audit records, newest first, after marking dead ``running`` records interrupted."""
+    reconcile(engine)
+    a = audit_log.c
+    stmt = select(audit_log).order_by(a.start_time.desc(), a.id.desc()).limit(max(1, limit))
+    if queue:
+        stmt = stmt.where(a.queue == queue)
+    if action:
+        stmt = stmt.where(a.action == action)
+    if user:
+        stmt = stmt.where(a.user_name == user)
+    if target:
+        stmt = stmt.where(a.target == target)
+    if outcome:
+        stmt = stmt.where(a.outcome.in_([outcome] if isinstance(outcome, str) else list(outcome)))
+    if since is not None:
+        stmt = stmt.where(a.start_time >= since)
+    with engine.connect() as conn:
+        return [_row(r) for r in conn.execute(stmt)]
+
+
+def entry(engine: Engine, audit_id: int) -> dict[str, Any] | None:
+    reconcile(engine)
+    with engine.connect() as conn:
+        r = conn.execute(select(audit_log).where(audit_log.c.id == audit_id)).first()
+    return _row(r) if r is not None else None

@@ -1,0 +1,111 @@
+"""What an action module gets: at plan time a read-only session and the queue's fragments; at run
+time the action session, a way to report progress and to record committed rows in the audit."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from queueops import sqlfiles
+from queueops.actions import audit
+from queueops.actions.model import ActionError, Plan, Progress, ProgressCallback
+from queueops.actions.session import Session, open_session
+from queueops.config import Config, Queue, Target
+from queueops.fragments import fragments_for
+from queueops.identifiers import identifier_problem, quote_table
+
+
+@dataclass
+class PlanContext:
+    cfg: Config
+    target: Target
+    queue: Queue
+    options: Any
+    session: Session
+
+    @property
+    def dialect(self) -> str:
+        return self.target.dialect
+
+    def sql(self, name: str) -> sqlfiles.SqlFile:
+        return sqlfiles.load(self.dialect, f"actions/{name}")
+
+    def frags(self) -> dict[str, str]:
+        return fragments_for(self.queue, self.dialect)
+
+    def cutoff(self, age_s: float) -> datetime:
+        """The database clock minus ``age_s`` (fixed here, reused by the execution)."""
+        sqlf = sqlfiles.load(self.dialect, "actions/session")
+        if self.dialect == "postgresql":
+            values: dict[str, Any] = {"age_s": float(age_s)}
+        else:
+            whole = int(age_s)
+            values = {"age_whole_s": whole, "age_ms_part": int(round((age_s - whole) * 1000))}
+        return self.session.run(sqlf.render("clock", {}, values))[0]["cutoff"]
+
+    def quoted_table(self, name: str, schema: str | None, what: str) -> str:
+        """A table named by the operator (hostile input): validated, then quoted."""
+        for part, label in ((schema, f"{what} schema"), (name, what)):
+            if part is not None:
+                problem = identifier_problem(part, self.dialect)
+                if problem:
+                    raise ActionError(f"{label} {part!r} is not a safe identifier: {problem}")
+        return quote_table(schema, name, self.dialect)
+
+
+@dataclass
+class Runner:
+    """Run-time services for an action: its session, progress reports, committed-row bookkeeping."""
+
+    cfg: Config
+    plan: Plan
+    session: Session
+    application: str
+    callback: ProgressCallback | None = None
+    on_commit: Callable[[int], None] | None = None
+    rows: int = 0
+    _monitor: Session | None = field(default=None, repr=False)
+
+    @property
+    def dialect(self) -> str:
+        return self.plan.target.dialect
+
+    def sql(self, name: str) -> sqlfiles.SqlFile:
+        return sqlfiles.load(self.dialect, f"actions/{name}")
+
+    def committed(self, rows_total: int) -> None:
+        """Called after every committed batch: the audit record then says how far the action got."""
+        self.rows = rows_total
+        if self.on_commit:
+            self.on_commit(rows_total)
+
+    def report(self, phase: str, **kw: Any) -> None:
+        if self.callback is None:
+            return
+        with contextlib.suppress(Exception):  # a broken progress display must not break the action
+            self.callback(Progress(action=self.plan.action, phase=phase, **kw))
+
+    def monitor(self) -> Session:
+        """A second session to read the engine's progress of the action's session."""
+        if self._monitor is None:
+            self._monitor = open_session(self.plan.target, self.cfg.base_dir, f"{self.application}-progress")
+        return self._monitor
+
+    def close(self) -> None:
+        if self._monitor is not None:
+            self._monitor.close()
+            self._monitor = None
+
+
+def audit_committer(store: Any, audit_id: int) -> Callable[[int], None]:
+    """Advance the audit record after a batch; a busy store must not fail a committed batch (the
+    final record is written with the total anyway)."""
+
+    def commit(rows: int) -> None:
+        with contextlib.suppress(Exception):
+            audit.advance(store, audit_id, rows)
+
+    return commit

@@ -1,0 +1,163 @@
+"""``plan`` and ``execute``: the one entry point of every action, for the CLI and the console alike.
+
+``plan`` reads (on a read-only session) and returns a :class:`~queueops.actions.model.Plan` whose
+preview the operator confirms. ``execute`` checks the actor's role, writes the audit record
+*before* anything runs, runs the action on its own session with progress callbacks, and completes
+the audit record whatever happens (ok / failed / interrupted). It never raises for an outcome:
+the :class:`~queueops.actions.model.Result` says what happened.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Engine
+
+from queueops import roles, secrets
+from queueops.actions import archive, audit, rebuild, requeue, watermark
+from queueops.actions.context import PlanContext, Runner, audit_committer
+from queueops.actions.model import (
+    ACTIONS,
+    OPTIONS,
+    ActionError,
+    Conflict,
+    Interrupted,
+    Plan,
+    ProgressCallback,
+    Result,
+)
+from queueops.actions.session import Session, connection_lost, open_session
+from queueops.config import Config
+from queueops.engine import TargetError
+
+MODULES: dict[str, ModuleType] = {
+    "requeue": requeue,
+    "rebuild": rebuild,
+    "watermark-reset": watermark,
+    "archive": archive,
+}
+# A preview older than this is not executed: what it showed may no longer be what would run.
+MAX_PLAN_AGE_S = 900.0
+
+
+def _options(action: str, options: dict[str, Any] | None) -> Any:
+    try:
+        return OPTIONS[action].model_validate(options or {})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "(options)"
+            problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')} (got {err.get('input')!r})")
+        raise ActionError(f"bad options for {action}: " + "; ".join(problems)) from None
+
+
+def plan(cfg: Config, action: str, queue: str, options: dict[str, Any] | None = None) -> Plan:
+    """Preview ``action`` on ``queue``: read what it would touch, change nothing.
+
+    Raises :class:`ActionError` for a request that cannot be planned (unknown queue or action,
+    bad option, kind not applicable) and :class:`~queueops.engine.TargetError` when the target
+    cannot be read; both messages are safe to show.
+    """
+    if action not in MODULES:
+        raise ActionError(f"unknown action {action!r}; actions: {', '.join(ACTIONS)}")
+    try:
+        q = cfg.queue(queue)
+    except KeyError:
+        known = ", ".join(x.name for x in cfg.queues) or "none"
+        raise ActionError(f"no queue named {queue!r} in the config (queues: {known})") from None
+    target = cfg.target(q.target)
+    opts = _options(action, options)
+    module = MODULES[action]
+    module.check(q, opts)  # fail before connecting when the request cannot apply
+    session = open_session(target, cfg.base_dir, f"queueops-action-{action}-preview", read_only=True)
+    try:
+        return module.plan(PlanContext(cfg, target, q, opts, session))
+    finally:
+        session.close()
+
+
+def _result(plan: Plan, actor: roles.Actor, outcome: str, rows: int | None, error: str, audit_id: int | None,
+            started: datetime, out_rows: list[dict[str, Any]] | None = None) -> Result:
+    return Result(action=plan.action, queue=plan.queue.name, target=plan.target.name, outcome=outcome,  # type: ignore[arg-type]
+                  rows_affected=rows, error=secrets.mask(error), audit_id=audit_id, user=actor.user, role=actor.role,
+                  started=started, ended=datetime.now(UTC), rows=out_rows or [], preview=plan.preview)
+
+
+def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Actor | None = None,
+            progress: ProgressCallback | None = None, store: Engine | None = None,
+            max_plan_age_s: float = MAX_PLAN_AGE_S) -> Result:
+    """Run a confirmed plan as ``user`` (the console's signed-in user; the CLI passes None: the
+    config's or the OS user). ``progress`` is called on the caller's thread.
+
+    Viewers are refused (and audited as refused); so is a preview older than ``max_plan_age_s``.
+    Ctrl-C (KeyboardInterrupt) or SIGTERM (:class:`Interrupted`) during the action cancels the
+    running statement, completes the audit record as ``interrupted`` and returns the result.
+    """
+    from queueops.store import open_engine
+
+    actor = actor or roles.resolve(cfg, user)
+    store = store or open_engine(cfg)
+    audit.reconcile(store)
+    started = datetime.now(UTC)
+    if not actor.can_act:
+        reason = (f"{actor.user} has the role {actor.role!r}: only operators run actions "
+                  "(config [identity] roles)")
+        rid = audit.refuse(store, actor, plan, reason)
+        return _result(plan, actor, "refused", 0, reason, rid, started)
+    if plan.age_s > max_plan_age_s:
+        reason = f"the preview is {plan.age_s:.0f} s old (limit {max_plan_age_s:.0f} s): preview again"
+        rid = audit.refuse(store, actor, plan, reason)
+        return _result(plan, actor, "refused", 0, reason, rid, started)
+
+    rid = audit.begin(store, actor, plan)
+    application = f"queueops-action-{plan.action}-{rid}"
+    session: Session | None = None
+    runner: Runner | None = None
+    outcome, error, out_rows = "ok", "", []
+    try:
+        session = open_session(plan.target, cfg.base_dir, application)
+        runner = Runner(cfg, plan, session, application, progress, audit_committer(store, rid))
+        out_rows = MODULES[plan.action].run(plan, runner)
+    except Conflict as exc:
+        outcome, error = "failed", f"conflict: {exc}"
+    except (KeyboardInterrupt, Interrupted):
+        outcome, error = "interrupted", ("stopped by the operator (Ctrl-C / SIGTERM): the running statement was "
+                                         "cancelled and rolled back; committed batches stay done")
+    except TargetError as exc:
+        if connection_lost(session, exc):
+            outcome, error = "interrupted", (f"the connection to {plan.target.name} was lost mid-action; the batch "
+                                             f"in flight was rolled back, committed batches stay done: {exc}")
+        else:
+            outcome, error = "failed", str(exc)
+    except ActionError as exc:
+        outcome, error = "failed", str(exc)
+    except Exception as exc:  # noqa: BLE001 - recorded and returned; an action must always be audited
+        lost = connection_lost(session, exc)
+        outcome = "interrupted" if lost else "failed"
+        error = (f"the connection to {plan.target.name} was lost mid-action; the batch in flight was rolled "
+                 f"back, committed batches stay done: " if lost else "") + f"{type(exc).__name__}: {exc}"
+    finally:
+        rows = runner.rows if runner else 0
+        if runner:
+            runner.close()
+        if session:
+            session.close()
+        _finish(store, rid, outcome, rows, error)
+    return _result(plan, actor, outcome, rows, error, rid, started, out_rows)
+
+
+def _finish(store: Engine, rid: int, outcome: str, rows: int, error: str) -> None:
+    # The store may be busy (SQLite writer lock); the record must not stay "running" for a live
+    # process that finished, so retry a few times before giving up.
+    for attempt in range(5):
+        try:
+            audit.finish(store, rid, outcome, rows, error)
+            return
+        except Exception:  # noqa: BLE001
+            if attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))

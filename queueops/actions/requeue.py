@@ -1,0 +1,96 @@
+"""requeue: give stuck work back to the queue.
+
+Lease kind: clear the lease of items leased longer ago than the lease timeout. Status kind: set
+items that have been processing longer than that back to the first ready value. The cutoff
+(database clock minus the timeout) is fixed by the preview and reused by the execution, and the
+batch statement has exactly the preview's predicate, so the preview's count is the number of
+rows the execution touches when nothing changes in between. Leases only ever move forward, so no
+row can enter the set after the preview; a row that leaves it (renewed, finished, re-leased) is
+not touched, and each row is written only if its lease value is still the one observed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queueops.actions.batches import run_batches
+from queueops.actions.context import PlanContext, Runner
+from queueops.actions.decide import batch_count
+from queueops.actions.model import SAMPLE_ROWS, ActionError, Plan, Preview, RequeueOptions, Step
+from queueops.config import Queue
+from queueops.fragments import fragments_for
+
+LIMIT_ALL = 2**31 - 1
+
+
+def check(queue: Queue, opts: RequeueOptions) -> None:
+    if queue.kind not in ("lease", "status"):
+        raise ActionError(f"requeue applies to lease and status queues; {queue.name!r} is a {queue.kind} queue "
+                          "(its items leave by being deleted, there is no lease to release)")
+    if queue.kind == "status" and not queue.status_changed_at:
+        raise ActionError(f"queue {queue.name!r} has no status_changed_at column in config: without it "
+                          "nobody can tell how long an item has been processing")
+    if opts.bump_attempts and not queue.attempts_column:
+        raise ActionError(f"--bump-attempts needs attempts_column in the config of queue {queue.name!r}")
+
+
+def _values(queue: Queue, cutoff: Any) -> dict[str, Any]:
+    return {"cutoff": cutoff, "processing_values": list(queue.processing_values),
+            "ready_value": queue.ready_values[0]}
+
+
+def plan(ctx: PlanContext) -> Plan:
+    q, opts = ctx.queue, ctx.options
+    check(q, opts)
+    timeout = opts.lease_timeout_s or q.lease_timeout_s
+    cutoff = ctx.cutoff(timeout)
+    sqlf, frags, kind = ctx.sql("requeue"), ctx.frags(), q.kind
+    values = _values(q, cutoff)
+    limit = opts.max_items or LIMIT_ALL
+    count = int(ctx.session.run(sqlf.render(f"count_{kind}", frags, {**values, "limit_n": limit}))[0]["n"])
+    sample = ctx.session.run(sqlf.render(f"sample_{kind}", frags, {**values, "sample_n": SAMPLE_ROWS}))
+    block = f"batch_{kind}_attempts" if opts.bump_attempts else f"batch_{kind}"
+    batch_stmt = sqlf.render(block, frags, {**values, "batch_n": opts.batch_size})
+    what = "lease(s)" if kind == "lease" else "processing item(s)"
+    batches = batch_count(count, opts.batch_size)
+    warnings = []
+    if count == 0:
+        warnings.append(f"nothing to requeue: no {what} older than {timeout:g} s")
+    else:
+        warnings.append("a consumer still working on an expired lease loses it: its finishing statement must "
+                        "compare the lease value (compare-and-set), or the item is processed twice")
+    if q.watermark:
+        warnings.append("this queue has a watermark: released items with keys below it stay stranded until "
+                        "watermark-reset")
+    summary = (f"release {count} {what} of queue {q.name!r} older than {timeout:g} s (cutoff {cutoff}) "
+               f"in {batches} batch(es) of at most {opts.batch_size}"
+               + (f", capped at {opts.max_items}" if opts.max_items else "")
+               + (", adding 1 to attempts" if opts.bump_attempts else ""))
+    preview = Preview(
+        action="requeue", queue=q.name, target=q.target, dialect=ctx.dialect, summary=summary,
+        steps=[Step("batch", batch_stmt, repeat=True)], rows=sample, row_count=count, warnings=warnings,
+        destructive=False,
+        details={"cutoff": cutoff, "lease_timeout_s": timeout, "batches": batches, "batch_size": opts.batch_size,
+                 "max_items": opts.max_items, "bump_attempts": opts.bump_attempts, "kind": kind},
+    )
+    return Plan("requeue", q, ctx.target, opts, preview, observed={"cutoff": cutoff, "count": count, "block": block})
+
+
+def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
+    opts: RequeueOptions = plan.options  # type: ignore[assignment]
+    q = plan.queue
+    sqlf = runner.sql("requeue")
+    frags = fragments_for(q, runner.dialect)
+    values = _values(q, plan.observed["cutoff"])
+
+    def batch(n: int) -> list[Any]:
+        rows = runner.session.run(sqlf.render(plan.observed["block"], frags, {**values, "batch_n": n}))
+        return [r["item"] for r in rows]
+
+    summaries = run_batches(runner, planned_rows=plan.observed["count"], batch_size=opts.batch_size,
+                            max_items=opts.max_items, pause_s=opts.pause_s, batch=batch)
+    left = int(runner.session.run(sqlf.render(f"count_{q.kind}", frags, {**values, "limit_n": LIMIT_ALL}))[0]["n"])
+    if left:
+        summaries.append({"left": left, "note": "still older than the cutoff: held by other sessions (skipped, "
+                                                "never waited for) or beyond --max-items"})
+    return summaries

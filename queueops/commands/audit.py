@@ -1,0 +1,114 @@
+"""``queueops audit``: the action audit log (who ran what, on which queue, with what outcome).
+
+Reading the log first marks records of actions whose process died as ``interrupted`` (see
+:mod:`queueops.actions.audit`). ``--id N`` shows one record in full: its SQL, parameters and the
+preview the operator confirmed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from queueops.actions import ACTIONS
+from queueops.commands.common import add_config_arg, fail, load_config, print_json
+
+OUTCOMES = ("running", "ok", "failed", "interrupted", "refused")
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("audit", help="list the action audit log",
+                       description="List audited actions, newest first. A record still 'running' whose process is "
+                                   "gone is marked 'interrupted' first.")
+    add_config_arg(p)
+    p.add_argument("--queue", metavar="NAME")
+    p.add_argument("--action", choices=ACTIONS)
+    p.add_argument("--user", metavar="NAME")
+    p.add_argument("--target", metavar="NAME")
+    p.add_argument("--outcome", action="append", choices=OUTCOMES, help="repeatable")
+    p.add_argument("--since", metavar="WHEN", help="a duration back from now (30m, 12h, 7d) or an ISO time")
+    p.add_argument("--limit", type=int, default=50, metavar="N")
+    p.add_argument("--id", type=int, metavar="N", help="show one record in full")
+    p.add_argument("--json", action="store_true", help="one JSON object per record")
+    p.set_defaults(func=_audit, parser=p)
+
+
+def parse_since(text: str | None, now: datetime | None = None) -> datetime | None:
+    """``30m`` / ``12h`` / ``7d`` back from now, or an ISO 8601 time (UTC if no offset)."""
+    if not text:
+        return None
+    now = now or datetime.now(UTC)
+    m = _DURATION.match(text.strip())
+    if m:
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[m.group(2)]
+        return now - timedelta(**{unit: float(m.group(1))})
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"--since {text!r}: expected a duration (30m, 12h, 7d) or an ISO time") from None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def _public(rec: dict[str, Any], full: bool) -> dict[str, Any]:
+    from queueops.actions.model import jsonable
+
+    out = {k: rec.get(k) for k in ("id", "start_time", "end_time", "user_name", "role", "action", "target", "queue",
+                                   "outcome", "rows_affected", "error", "host", "pid")}
+    if full:
+        out["command"] = rec.get("command")
+        for k in ("params", "preview"):
+            try:
+                out[k] = json.loads(rec.get(k) or "null")
+            except ValueError:
+                out[k] = rec.get(k)
+    return jsonable(out)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from queueops.actions import audit
+    from queueops.store import open_engine
+
+    cfg = load_config(args)
+
+    store = open_engine(cfg)
+    if args.id is not None:
+        rec = audit.entry(store, args.id)
+        if rec is None:
+            return fail(f"no audit record #{args.id}", 1)
+        if args.json:
+            print_json(_public(rec, True))
+        else:
+            full = _public(rec, True)
+            for k, v in full.items():
+                if k in ("command", "params", "preview"):
+                    continue
+                print(f"{k:14} {v}")
+            print(f"\n{full['command']}\n-- params: {json.dumps(full['params'])}")
+            print(f"\npreview: {json.dumps(full['preview'], indent=2)[:4000]}")
+        return 0
+    try:
+        since = parse_since(args.since)
+    except ValueError as exc:
+        return fail(str(exc), 2)
+    recs = audit.entries(store, queue=args.queue, action=args.action, user=args.user, outcome=args.outcome,
+                         target=args.target, since=since, limit=args.limit)
+    if args.json:
+        for rec in recs:
+            print_json(_public(rec, False))
+        return 0
+    if not recs:
+        print("no audit records match")
+        return 0
+    print(f"{'id':>5}  {'start (UTC)':19}  {'user':12} {'role':8} {'action':15} {'queue':14} {'outcome':11} "
+          f"{'rows':>7}  error")
+    for r in recs:
+        start = r["start_time"].strftime("%Y-%m-%d %H:%M:%S") if r["start_time"] else ""
+        rows = "" if r["rows_affected"] is None else str(r["rows_affected"])
+        print(f"{r['id']:>5}  {start:19}  {r['user_name'][:12]:12} {r['role'][:8]:8} {r['action'][:15]:15} "
+              f"{r['queue'][:14]:14} {r['outcome']:11} {rows:>7}  {(r['error'] or '')[:80]}")
+    return 0

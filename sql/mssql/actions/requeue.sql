@@ -1,0 +1,59 @@
+-- requeue: release stuck work. Lease kind: clear the lease of items leased before the cutoff.
+-- Status kind: set items processing since before the cutoff back to ready.
+-- Preview blocks read WITH (NOLOCK) so a preview never waits for (or blocks) a dequeuer; they use
+-- exactly the predicate of the batch blocks and the cutoff fixed at preview time.
+-- Batch blocks: one statement = one transaction, an updatable CTE (UPDATE TOP is not used).
+-- READPAST skips rows other sessions hold, so live dequeuers are never blocked; UPDLOCK makes the
+-- read and the write of each row one atomic step, so a row is written only with the lease value
+-- it was read with (OUTPUT deleted.* returns that observed value); READCOMMITTEDLOCK keeps READPAST
+-- legal when the database uses READ_COMMITTED_SNAPSHOT.
+-- @block count_lease
+SELECT COUNT(*) AS n FROM (
+    SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff) AS s
+-- @block sample_lease
+SELECT TOP (:sample_n) {key} AS item, {lease} AS observed,
+       DATEDIFF(SECOND, {lease}, SYSUTCDATETIME()) AS lease_age_s
+FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff
+ORDER BY {lease}, {key}
+-- @block batch_lease
+WITH picked AS (
+    SELECT TOP (:batch_n) {key}, {lease}
+    FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
+    WHERE {lease} < :cutoff
+    ORDER BY {lease}, {key})
+UPDATE picked SET {lease} = NULL
+OUTPUT inserted.{key} AS item, deleted.{lease} AS observed
+-- @block batch_lease_attempts
+WITH picked AS (
+    SELECT TOP (:batch_n) {key}, {lease}, {attempts}
+    FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
+    WHERE {lease} < :cutoff
+    ORDER BY {lease}, {key})
+UPDATE picked SET {lease} = NULL, {attempts} = {attempts} + 1
+OUTPUT inserted.{key} AS item, deleted.{lease} AS observed
+-- @block count_status
+SELECT COUNT(*) AS n FROM (
+    SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK)
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff) AS s
+-- @block sample_status
+SELECT TOP (:sample_n) {key} AS item, {status} AS status, {status_changed_at} AS observed,
+       DATEDIFF(SECOND, {status_changed_at}, SYSUTCDATETIME()) AS lease_age_s
+FROM {table} WITH (NOLOCK)
+WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
+ORDER BY {status_changed_at}, {key}
+-- @block batch_status
+WITH picked AS (
+    SELECT TOP (:batch_n) {key}, {status}, {status_changed_at}
+    FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
+    ORDER BY {status_changed_at}, {key})
+UPDATE picked SET {status} = :ready_value, {status_changed_at} = SYSUTCDATETIME()
+OUTPUT inserted.{key} AS item, deleted.{status_changed_at} AS observed
+-- @block batch_status_attempts
+WITH picked AS (
+    SELECT TOP (:batch_n) {key}, {status}, {status_changed_at}, {attempts}
+    FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
+    ORDER BY {status_changed_at}, {key})
+UPDATE picked SET {status} = :ready_value, {status_changed_at} = SYSUTCDATETIME(), {attempts} = {attempts} + 1
+OUTPUT inserted.{key} AS item, deleted.{status_changed_at} AS observed

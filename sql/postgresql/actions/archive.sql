@@ -1,0 +1,38 @@
+-- archive: move (or delete) finished items older than a cutoff out of a status queue, in small
+-- batches with a pause between them (the archiving strategy of high-performance-queue: keep the
+-- queue table small without a maintenance window). {age} is status_changed_at when the queue has
+-- it, else enqueued_at.
+-- One batch = one transaction: pick (locks the rows, skipping rows others hold), copy the payload
+-- rows and the queue rows to the archive tables (move mode), delete the payload rows, delete the
+-- queue rows. The delete re-checks status and age (compare-and-set) and the batch is rolled back
+-- unless it removed every picked row, so each item is either archived whole or untouched; a
+-- re-run continues with what is left.
+-- @block count
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM {table} WHERE {status} IN (:done_values) AND {age} < :cutoff LIMIT :limit_n) AS s
+-- @block sample
+SELECT {key} AS item, {status} AS status, {age} AS finished_at
+FROM {table} WHERE {status} IN (:done_values) AND {age} < :cutoff
+ORDER BY {key} LIMIT :sample_n
+-- @block pick
+SELECT {key} AS item FROM {table}
+WHERE {status} IN (:done_values) AND {age} < :cutoff
+ORDER BY {key} LIMIT :batch_n
+FOR UPDATE SKIP LOCKED
+-- @block copy_data
+INSERT INTO {archive_data_table} SELECT * FROM {data_table} WHERE {key} IN (:item_ids)
+-- @block delete_data
+DELETE FROM {data_table} WHERE {key} IN (:item_ids)
+-- @block copy
+INSERT INTO {archive_table} SELECT * FROM {table} WHERE {key} IN (:item_ids)
+-- @block delete
+DELETE FROM {table}
+WHERE {key} IN (:item_ids) AND {status} IN (:done_values) AND {age} < :cutoff
+RETURNING {key} AS item
+-- @block columns
+-- The columns of a table in order with their types: a move needs the archive table to have the
+-- queue table's layout (INSERT ... SELECT *). An unknown table yields no rows.
+SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
+FROM pg_attribute AS a
+WHERE a.attrelid = to_regclass(:qualified_table) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum

@@ -1,0 +1,113 @@
+"""watermark-reset on the real PostgreSQL: stranded items come back; concurrent updates always win."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from queueops import actions
+from queueops.actions import audit
+from queueops.store import open_engine
+
+# The watermark pattern's dequeue: only keys at or above the watermark are ever looked at.
+DEQUEUE = ("DELETE FROM @del WHERE id = (SELECT id FROM @del WHERE id >= (SELECT low_key FROM @wm WHERE id = 1) "
+           "ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id")
+
+
+def _wm(acts) -> int:  # noqa: ANN001
+    return acts.sql("SELECT low_key FROM @wm")[0][0]
+
+
+def _drain(acts) -> list[int]:  # noqa: ANN001
+    taken = []
+    with acts.connect() as conn:
+        while (row := conn.execute(DEQUEUE).fetchone()) is not None:
+            taken.append(row[0])
+    return taken
+
+
+def test_reset_releases_stranded_items(acts) -> None:  # noqa: ANN001
+    acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 100)")
+    acts.sql("UPDATE @wm SET low_key = 61")  # a jump: items 1..60 are stranded
+    assert len(_drain(acts)) == 40 and acts.sql("SELECT count(*) FROM @del")[0][0] == 60  # nobody gets them
+    acts.sql("INSERT INTO @del (payload) SELECT 'y' FROM generate_series(1, 10)")  # 101..110, reachable
+    cfg = acts.config()
+    plan = actions.plan(cfg, "watermark-reset", "delete")
+    p = plan.preview
+    assert p.rows[0] == {"old_value": 61, "new_value": 1, "lowest_pending": 1, "buffer": 0, "stranded": 60,
+                         "drift_before": -60, "drift_after": 0}
+    assert p.row_count == 1 and [r["item"] for r in p.details["stranded_items"]] == list(range(1, 61))
+    assert p.params == [1, 61] and "WHERE \"low_key\" = %s" in p.sql
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 1)
+    assert _wm(acts) == 1
+    lowest = acts.sql("SELECT min(id) FROM @del")[0][0]
+    assert lowest - _wm(acts) >= 0  # watermark_drift is back to >= 0
+    assert sorted(_drain(acts)) == list(range(1, 61)) + list(range(101, 111))  # the stranded items dequeue
+
+
+def test_buffer_and_empty_queue(acts) -> None:  # noqa: ANN001
+    acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 50)")
+    acts.sql("DELETE FROM @del WHERE id < 40")
+    acts.sql("UPDATE @wm SET low_key = 45")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "watermark-reset", "delete", {"buffer": 5})
+    assert plan.preview.rows[0]["new_value"] == 35 and plan.preview.rows[0]["drift_after"] == 5
+    assert actions.execute(cfg, plan).outcome == "ok" and _wm(acts) == 35
+    acts.sql("DELETE FROM @del")
+    plan = actions.plan(cfg, "watermark-reset", "delete")
+    assert plan.preview.rows[0]["new_value"] == 0 and plan.preview.rows[0]["stranded"] == 0
+    assert actions.execute(cfg, plan).outcome == "ok" and _wm(acts) == 0
+    # Already there: nothing to write, and the preview says so.
+    plan = actions.plan(cfg, "watermark-reset", "delete")
+    assert plan.preview.row_count == 0 and "nothing to do" in plan.preview.warnings[0]
+    assert actions.execute(cfg, plan).rows_affected == 0
+
+
+def test_an_update_after_the_preview_is_never_overwritten(acts) -> None:  # noqa: ANN001
+    acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 20)")
+    acts.sql("UPDATE @wm SET low_key = 15")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "watermark-reset", "delete")
+    acts.sql("UPDATE @wm SET low_key = 18")  # a dequeuer moved it meanwhile
+    r = actions.execute(cfg, plan)
+    assert r.outcome == "failed" and r.rows_affected == 0
+    assert "conflict" in r.error and "no longer is 15" in r.error
+    assert _wm(acts) == 18
+    rec = audit.entry(open_engine(cfg), r.audit_id)
+    assert rec["outcome"] == "failed" and "no longer is 15" in rec["error"]
+
+
+@pytest.mark.parametrize("hold_s", [0.2, 1.5])
+def test_a_reset_racing_a_concurrent_update_does_not_overwrite_it(acts, hold_s: float) -> None:  # noqa: ANN001
+    """The concurrent update holds the watermark row while the reset runs. Committing within the
+    lock timeout (0.5 s): the reset re-checks the new value and writes nothing. Holding longer:
+    the reset gives up at its lock timeout. Either way the concurrent value stays."""
+    acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 20)")
+    acts.sql("UPDATE @wm SET low_key = 15")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "watermark-reset", "delete")
+    holding = threading.Event()
+
+    def concurrent() -> None:
+        with acts.connect(autocommit=False) as conn:
+            conn.execute("UPDATE @wm SET low_key = 19")
+            holding.set()
+            time.sleep(hold_s)
+            conn.commit()
+
+    t = threading.Thread(target=concurrent)
+    t.start()
+    holding.wait(5)
+    r = actions.execute(cfg, plan)
+    t.join()
+    assert r.outcome == "failed" and r.rows_affected == 0
+    assert ("no longer is 15" in r.error) if hold_s < 0.5 else ("lock timeout" in r.error)
+    assert _wm(acts) == 19
+
+
+def test_queues_without_a_watermark_are_refused(acts) -> None:  # noqa: ANN001
+    with pytest.raises(actions.ActionError, match="has no watermark"):
+        actions.plan(acts.config(), "watermark-reset", "lease")
