@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
 _KNOWN_SECRETS: set[str] = set()
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@\s]*)@", re.I)
@@ -42,6 +43,11 @@ def resolve(value: str, base_dir: Path | None = None) -> str:
             raise SecretError(f"cannot read secret file {str(path)!r}: {exc.strerror}") from None
     else:
         secret = value
+        if "://" in value:
+            # A literal URL is not a secret (its password, if any, is masked by _URL_PASSWORD);
+            # remembering it would mask the URL itself and make the next config load fail.
+            _remember_embedded(secret)
+            return secret
     remember(secret)
     return secret
 
@@ -49,6 +55,24 @@ def resolve(value: str, base_dir: Path | None = None) -> str:
 def remember(secret: str) -> None:
     if secret and len(secret) >= 4:
         _KNOWN_SECRETS.add(secret)
+    _remember_embedded(secret)
+
+
+def _remember_embedded(text: str) -> None:
+    """Remember the password inside a connection string on its own, as written and decoded.
+
+    Drivers quote parts of a bad connection string without its scheme or user (libpq:
+    ``invalid percent-encoded token: "<the password>"``), where neither the whole-URL secret nor
+    the URL pattern of :func:`mask` would match.
+    """
+    for pattern in (_URL_PASSWORD, _KV_PASSWORD):
+        for m in pattern.finditer(text):
+            pw = m["pw"]
+            if pw.startswith("{") and pw.endswith("}"):
+                pw = pw[1:-1]
+            for form in {pw, unquote(pw)}:
+                if len(form) >= 4:
+                    _KNOWN_SECRETS.add(form)
 
 
 def mask(text: object) -> str:

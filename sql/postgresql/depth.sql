@@ -1,31 +1,141 @@
--- depth: items ready to dequeue now, per queue kind.
--- Counting is bounded: at most :cap index entries are read (an index-only scan of the ready
--- items), so the count is exact below the cap; at the cap the planner's estimate
--- (pg_class.reltuples) is reported instead and the note says 'estimate'.
+-- depth: items ready to dequeue now, per queue kind; also rows_total and per-status counts.
+-- Counting is bounded: every count reads at most :cap entries in index order (ORDER BY ... LIMIT,
+-- so the planner walks an index and stops; a bitmap scan would read every match first), one
+-- count per status value (an IN list could not be read in index order), so a count is exact
+-- below the cap. At the cap the value is
+-- an estimate from the planner's statistics and the note says which:
+--   'estimate (pg_class.reltuples)'      rows in the table
+--   'estimate (pg_stats MCV)'            reltuples x the share of the status values
+--   'estimate (pg_stats null_frac)'      reltuples x the share of NULL leases
+-- count_failed (lease kind) is always that estimate: rows whose error column is set have no index
+-- to count them by, and counting without one would read the table.
+--   'at least (cap reached; no statistics)' when the table was never analyzed.
+-- pg_class and pg_stats are read without locking the queue table, once for every queue of the
+-- target (block 'prelude', a WITH clause the runner puts before the per-queue blocks).
+-- OFFSET 0 keeps each count a single subquery: without it the planner would inline it into
+-- every expression that uses it and run it several times.
+-- @block prelude
+WITH queueops_q AS MATERIALIZED (
+    SELECT t.queue, c.reltuples,
+           s.most_common_vals::text::text[] AS status_vals, s.most_common_freqs AS status_freqs,
+           l.null_frac AS lease_null_frac, e.null_frac AS error_null_frac,
+           (SELECT avg((b.v <= now())::int) FROM unnest(d.histogram_bounds::text::timestamptz[]) AS b (v)) AS due_share
+    FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:schema_names]::text[],
+                ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
+                ARRAY[:due_names]::text[], ARRAY[:error_names]::text[])
+         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col)
+    LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
+    LEFT JOIN LATERAL (SELECT st.most_common_vals, st.most_common_freqs FROM pg_stats AS st
+                       WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.status_col
+                       ORDER BY st.inherited LIMIT 1) AS s ON true
+    LEFT JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
+                       WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.lease_col
+                       ORDER BY st.inherited LIMIT 1) AS l ON true
+    LEFT JOIN LATERAL (SELECT st.histogram_bounds FROM pg_stats AS st
+                       WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.due_col
+                       ORDER BY st.inherited LIMIT 1) AS d ON true
+    LEFT JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
+                       WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.error_col
+                       ORDER BY st.inherited LIMIT 1) AS e ON true
+)
 -- @block delete
-SELECT :queue AS queue, 'depth' AS metric,
-       CASE WHEN s.n < :cap THEN s.n ELSE greatest(s.n, c.reltuples) END::float8 AS value,
-       CASE WHEN s.n < :cap THEN 'exact' ELSE 'estimate' END AS note
-FROM (SELECT count(*) AS n FROM (SELECT 1 FROM {table} LIMIT :cap) AS l) AS s
-LEFT JOIN pg_class AS c ON c.oid = to_regclass(:qualified_table)
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} ORDER BY {key} LIMIT :cap) AS l) AS n OFFSET 0) AS s
+JOIN queueops_q AS c ON c.queue = :queue
+CROSS JOIN LATERAL (VALUES
+    ('depth', CASE WHEN s.n < :cap THEN s.n ELSE greatest(s.n, c.reltuples) END::float8,
+     CASE WHEN s.n < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END),
+    ('rows_total', CASE WHEN s.n < :cap THEN s.n ELSE greatest(s.n, c.reltuples) END::float8,
+     CASE WHEN s.n < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END)
+) AS v (metric, value, note)
 -- @block status
-SELECT :queue AS queue, 'depth' AS metric,
-       CASE WHEN s.n < :cap THEN s.n ELSE greatest(s.n, c.reltuples) END::float8 AS value,
-       CASE WHEN s.n < :cap THEN 'exact' ELSE 'estimate' END AS note
-FROM (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} IN (:ready_values) LIMIT :cap) AS l) AS s
-LEFT JOIN pg_class AS c ON c.oid = to_regclass(:qualified_table)
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT (SELECT sum(x.n) FROM unnest(ARRAY[:ready_values]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS ready,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
+             (SELECT count(*) FROM (SELECT 1 FROM {table} ORDER BY {key} LIMIT :cap) AS l) AS total
+      OFFSET 0) AS n
+JOIN queueops_q AS c ON c.queue = :queue
+CROSS JOIN LATERAL (
+    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) AS ready,
+           (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
+            WHERE m.v IN (:processing_values_text)) AS processing,
+           (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:done_values_text)) AS done
+    OFFSET 0
+) AS f
+CROSS JOIN LATERAL (SELECT n.total < :cap AND n.ready < :cap AND n.processing < :cap AND n.done < :cap AS all_exact) AS t
+CROSS JOIN LATERAL (VALUES
+    ('depth', CASE WHEN n.ready < :cap THEN n.ready ELSE greatest(n.ready, c.reltuples * coalesce(f.ready, 0)) END::float8,
+     CASE WHEN n.ready < :cap THEN 'exact' WHEN f.ready IS NOT NULL AND c.reltuples >= 0 THEN 'estimate (pg_stats MCV)'
+          ELSE 'at least (cap reached; no statistics)' END),
+    ('count_processing', CASE WHEN n.processing < :cap THEN n.processing
+                              ELSE greatest(n.processing, c.reltuples * coalesce(f.processing, 0)) END::float8,
+     CASE WHEN n.processing < :cap THEN 'exact' WHEN f.processing IS NOT NULL AND c.reltuples >= 0
+          THEN 'estimate (pg_stats MCV)' ELSE 'at least (cap reached; no statistics)' END),
+    ('count_done', CASE WHEN n.done < :cap THEN n.done ELSE greatest(n.done, c.reltuples * coalesce(f.done, 0)) END::float8,
+     CASE WHEN n.done < :cap THEN 'exact' WHEN f.done IS NOT NULL AND c.reltuples >= 0 THEN 'estimate (pg_stats MCV)'
+          ELSE 'at least (cap reached; no statistics)' END),
+    ('count_other', CASE WHEN t.all_exact THEN n.total - n.ready - n.processing - n.done END::float8,
+     CASE WHEN t.all_exact THEN 'exact (statuses not in ready, processing or done values)'
+          ELSE 'unknown above the cap' END),
+    ('rows_total', CASE WHEN n.total < :cap THEN n.total ELSE greatest(n.total, c.reltuples) END::float8,
+     CASE WHEN n.total < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END)
+) AS v (metric, value, note)
 -- @block lease
-SELECT :queue AS queue, 'depth' AS metric,
-       CASE WHEN s.n < :cap THEN s.n ELSE greatest(s.n, c.reltuples) END::float8 AS value,
-       CASE WHEN s.n < :cap THEN 'exact' ELSE 'estimate' END AS note
-FROM (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {lease} IS NULL LIMIT :cap) AS l) AS s
-LEFT JOIN pg_class AS c ON c.oid = to_regclass(:qualified_table)
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {lease} IS NULL ORDER BY {key} LIMIT :cap) AS l) AS ready,
+             (SELECT count(*) FROM (SELECT 1 FROM {table} ORDER BY {key} LIMIT :cap) AS l) AS total
+      OFFSET 0) AS n
+JOIN queueops_q AS c ON c.queue = :queue
+CROSS JOIN LATERAL (SELECT c.lease_null_frac AS null_frac) AS f
+CROSS JOIN LATERAL (SELECT CASE WHEN n.ready < :cap THEN n.ready
+                                ELSE greatest(n.ready, c.reltuples * coalesce(f.null_frac, 0)) END AS ready,
+                           CASE WHEN n.total < :cap THEN n.total ELSE greatest(n.total, c.reltuples) END AS total) AS e
+CROSS JOIN LATERAL (VALUES
+    ('depth', e.ready::float8,
+     CASE WHEN n.ready < :cap THEN 'exact' WHEN f.null_frac IS NOT NULL AND c.reltuples >= 0
+          THEN 'estimate (pg_stats null_frac)' ELSE 'at least (cap reached; no statistics)' END),
+    ('count_leased', CASE WHEN n.ready < :cap AND n.total < :cap THEN n.total - n.ready
+                          ELSE greatest(e.total - e.ready, 0) END::float8,
+     CASE WHEN n.ready < :cap AND n.total < :cap THEN 'exact' ELSE 'estimate (rows_total - depth)' END),
+    ('count_failed', (greatest(c.reltuples, 0) * (1 - c.error_null_frac))::float8,
+     CASE WHEN c.error_null_frac IS NULL THEN 'no error column or no statistics'
+          ELSE 'estimate (pg_stats null_frac of the error column)' END),
+    ('rows_total', e.total::float8,
+     CASE WHEN n.total < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END)
+) AS v (metric, value, note)
 -- @block due
-SELECT :queue AS queue, 'depth' AS metric,
-       CASE WHEN s.n < :cap THEN s.n ELSE greatest(s.n, c.reltuples) END::float8 AS value,
-       CASE WHEN s.n < :cap THEN 'exact' ELSE 'estimate' END AS note
-FROM (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {due} <= now() LIMIT :cap) AS l) AS s
-LEFT JOIN pg_class AS c ON c.oid = to_regclass(:qualified_table)
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now() ORDER BY {due} LIMIT :cap) AS l) AS ready,
+             (SELECT count(*) FROM (SELECT 1 FROM {table} ORDER BY {key} LIMIT :cap) AS l) AS total
+      OFFSET 0) AS n
+JOIN queueops_q AS c ON c.queue = :queue
+CROSS JOIN LATERAL (SELECT c.due_share AS share) AS f
+CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total ELSE greatest(n.total, c.reltuples) END AS total) AS e
+CROSS JOIN LATERAL (VALUES
+    ('depth', CASE WHEN n.ready < :cap THEN n.ready
+                   ELSE greatest(n.ready, e.total * coalesce(f.share, 1)) END::float8,
+     CASE WHEN n.ready < :cap THEN 'exact' WHEN f.share IS NOT NULL THEN 'estimate (pg_stats histogram)'
+          WHEN c.reltuples >= 0 THEN 'estimate (upper bound: pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END),
+    ('count_not_due', CASE WHEN n.ready < :cap AND n.total < :cap THEN n.total - n.ready END::float8,
+     CASE WHEN n.ready < :cap AND n.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
+    ('rows_total', e.total::float8,
+     CASE WHEN n.total < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END)
+) AS v (metric, value, note)
 -- @block ring
-SELECT :queue AS queue, 'depth' AS metric, (s.{push} - s.{pop})::float8 AS value, 'exact' AS note
+SELECT :queue AS queue, v.metric, v.value, 'exact' AS note
 FROM {seq_table} AS s
+CROSS JOIN LATERAL (VALUES ('depth', greatest(s.{push} - s.{pop}, 0)::float8),
+                           ('rows_total', greatest(s.{push} - s.{pop}, 0)::float8)) AS v (metric, value)

@@ -1,0 +1,40 @@
+-- fragmentation_pct (slow): logical fragmentation, page count and page density of the queue
+-- table's clustered index (or heap), from sys.dm_db_index_physical_stats at the leaf level, and
+-- the worst fragmentation among its other indexes.
+-- The mode is the cheapest that answers, by size (sys.dm_db_partition_stats.
+-- in_row_data_page_count, metadata, no scan; reference sections 2 and 11):
+--   < 10,000 pages      DETAILED (SAMPLED reads every page below 10,000 anyway; density exact)
+--   < 1,000,000 pages   SAMPLED  (reads 1 % of the pages; density is an estimate)
+--   larger              LIMITED  (reads only the pages above the leaf; page_density_pct NULL)
+-- note names the mode (fragmentation_pct also the index_id). Fragmentation is NULL for a heap
+-- in SAMPLED mode (reference). Every mode takes only an IS table lock.
+--   fragmentation_pct            avg_fragmentation_in_percent, clustered index / heap (index_id 0 or 1)
+--   page_count                   its leaf pages
+--   page_density_pct             avg_page_space_used_in_percent
+--   index_fragmentation_max_pct  the most fragmented other index (note: its index_id, pages)
+-- @block any
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT x.oid, CASE WHEN x.pages < 10000 THEN 'DETAILED' WHEN x.pages < 1000000 THEN 'SAMPLED'
+                         ELSE 'LIMITED' END AS mode
+      FROM (SELECT OBJECT_ID(:qualified_table) AS oid,
+                   (SELECT SUM(p.in_row_data_page_count) FROM sys.dm_db_partition_stats AS p
+                    WHERE p.object_id = OBJECT_ID(:qualified_table)) AS pages) AS x
+      WHERE x.oid IS NOT NULL) AS o
+OUTER APPLY (SELECT TOP (1) ps.index_id, ps.avg_fragmentation_in_percent AS frag, ps.page_count,
+                    ps.avg_page_space_used_in_percent AS density
+             FROM sys.dm_db_index_physical_stats(DB_ID(), o.oid, NULL, NULL, o.mode) AS ps
+             WHERE ps.alloc_unit_type_desc = N'IN_ROW_DATA' AND ps.index_level = 0 AND ps.index_id IN (0, 1)
+             ORDER BY ps.page_count DESC) AS c
+OUTER APPLY (SELECT TOP (1) ps.index_id, ps.avg_fragmentation_in_percent AS frag, ps.page_count
+             FROM sys.dm_db_index_physical_stats(DB_ID(), o.oid, NULL, NULL, 'LIMITED') AS ps
+             WHERE ps.alloc_unit_type_desc = N'IN_ROW_DATA' AND ps.index_level = 0 AND ps.index_id > 1
+             ORDER BY ps.avg_fragmentation_in_percent DESC) AS i
+CROSS APPLY (VALUES
+    ('fragmentation_pct', CAST(c.frag AS float), CONCAT(o.mode, N' index_id ', c.index_id)),
+    ('page_count', CAST(c.page_count AS float), o.mode),
+    ('page_density_pct', CAST(c.density AS float),
+     CASE WHEN o.mode = 'LIMITED' THEN N'LIMITED: page density not measured above 1,000,000 pages' ELSE o.mode END),
+    ('index_fragmentation_max_pct', CAST(i.frag AS float),
+     CASE WHEN i.index_id IS NULL THEN N'no other index'
+          ELSE CONCAT(N'LIMITED index_id ', i.index_id, N' pages ', i.page_count) END)
+) AS v (metric, value, note)

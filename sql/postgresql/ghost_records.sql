@@ -1,0 +1,36 @@
+-- ghost_records (slow): dead tuples, the PostgreSQL twin of SQL Server's ghost records.
+--   ghost_records   dead tuples: pgstattuple_approx()'s dead_tuple_count when the pgstattuple
+--                   extension is installed and this role may run it (note 'pgstattuple_approx':
+--                   reads the pages the visibility map does not mark all-visible), otherwise
+--                   the statistics' n_dead_tup (note 'estimate (pg_stat_user_tables)')
+--   dead_tuples     n_dead_tup from pg_stat_user_tables, always (statistics, no page read)
+--   dead_tuple_pct  dead / (live + dead), from the same source as ghost_records
+--   vacuum_age_s    seconds since the last (auto)vacuum finished (NULL: never)
+-- The extension is looked up in pg_extension (any schema); its function is called through
+-- query_to_xml so that this file still runs where the extension is absent. Dead tuples that
+-- stay high after a vacuum point at the oldest_snapshot collector's holder.
+-- @block any
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT c.oid, st.n_dead_tup, st.n_live_tup, greatest(st.last_vacuum, st.last_autovacuum) AS vacuumed,
+             (SELECT format('SELECT dead_tuple_count, approx_tuple_count FROM %I.pgstattuple_approx(%s::oid::regclass)',
+                            n.nspname, c.oid)
+              FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace
+              WHERE e.extname = 'pgstattuple'
+                AND has_function_privilege(
+                        to_regprocedure(format('%I.pgstattuple_approx(regclass)', n.nspname)), 'EXECUTE')
+             ) AS probe
+      FROM pg_class AS c LEFT JOIN pg_stat_user_tables AS st ON st.relid = c.oid
+      WHERE c.oid = to_regclass(:qualified_table) OFFSET 0) AS s
+CROSS JOIN LATERAL (SELECT CASE WHEN s.probe IS NOT NULL THEN query_to_xml(s.probe, false, true, '') END AS x OFFSET 0) AS px
+CROSS JOIN LATERAL (SELECT (xpath('/row/dead_tuple_count/text()', px.x))[1]::text::float8 AS dead,
+                           (xpath('/row/approx_tuple_count/text()', px.x))[1]::text::float8 AS live) AS a
+CROSS JOIN LATERAL (VALUES
+    ('ghost_records', coalesce(a.dead, s.n_dead_tup)::float8,
+     CASE WHEN a.dead IS NOT NULL THEN 'pgstattuple_approx' ELSE 'estimate (pg_stat_user_tables)' END),
+    ('dead_tuples', s.n_dead_tup::float8, 'estimate (pg_stat_user_tables)'),
+    ('dead_tuple_pct', coalesce(CASE WHEN a.dead IS NOT NULL THEN 100 * a.dead / nullif(a.dead + a.live, 0)
+                            ELSE 100.0 * s.n_dead_tup / nullif(s.n_dead_tup + s.n_live_tup, 0) END, 0)::float8,
+     CASE WHEN a.dead IS NOT NULL THEN 'pgstattuple_approx' ELSE 'estimate (pg_stat_user_tables)' END),
+    ('vacuum_age_s', extract(epoch FROM now() - s.vacuumed)::float8,
+     CASE WHEN s.vacuumed IS NULL THEN 'never vacuumed' ELSE 'pg_stat_user_tables' END)
+) AS v (metric, value, note)

@@ -1,0 +1,84 @@
+-- stuck_leases: leased (lease kind) or processing (status kind) items whose lease is older than
+-- the queue's lease_timeout_s, plus oldest_lease_age_s and missing_index.
+-- lease kind: the count needs an index that leads with the lease column and holds the leased
+-- rows (the usual partial index WHERE lease IS NULL cannot answer it: pg-lab-findings.md). The
+-- block looks for one in pg_index first; without it, a table above :small_pages pages is NOT
+-- scanned: stuck_leases is NULL, missing_index is 1 and its note holds the CREATE INDEX to run.
+-- Stuck leases are the oldest leases, so they are counted among the first :cap leased rows in
+-- lease order (an ordered index-only read that stops at the cap) rather than with a range
+-- condition the planner might answer with a bitmap scan of every match.
+-- status kind: processing items whose status_changed_at is older than the timeout, read through
+-- an index that leads with the status column (same rule). Counts are bounded by :cap.
+-- The index lookups run once for every queue of the target (block 'prelude', a WITH clause the
+-- runner puts before the per-queue blocks).
+-- @block prelude
+WITH queueops_q AS MATERIALIZED (
+    SELECT t.queue, coalesce(c.relpages, 0) < :small_pages AS small,
+           EXISTS (SELECT 1 FROM pg_index AS i
+                   JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+                   WHERE i.indrelid = c.oid AND a.attname = t.lease_col AND i.indisvalid
+                     AND (i.indpred IS NULL
+                          OR pg_get_expr(i.indpred, i.indrelid) = format('(%I IS NOT NULL)', a.attname::text))
+                  ) AS lease_indexed,
+           EXISTS (SELECT 1 FROM pg_index AS i
+                   JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+                   WHERE i.indrelid = c.oid AND a.attname = t.status_col AND i.indisvalid AND i.indpred IS NULL
+                  ) AS status_indexed
+    FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:lease_names]::text[],
+                ARRAY[:status_names]::text[]) AS t (queue, qualified, lease_col, status_col)
+    LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
+)
+-- @block lease
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT q.small, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN ix.indexed OR ix.small THEN
+                (SELECT count(*) FILTER (WHERE l.lease < now() - make_interval(secs => :lease_timeout_s))
+                 FROM (SELECT {lease} AS lease FROM {table} WHERE {lease} IS NOT NULL
+                       ORDER BY {lease} LIMIT :cap) AS l) END AS n,
+           CASE WHEN ix.indexed OR ix.small THEN
+                (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL ORDER BY {lease} LIMIT 1) END AS oldest
+    OFFSET 0
+) AS s
+CROSS JOIN LATERAL (VALUES
+    ('stuck_leases', s.n::float8,
+     CASE WHEN s.n IS NULL THEN 'not counted: no index on the lease column (see missing_index)'
+          WHEN s.n >= :cap THEN 'at least (cap reached)'
+          WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no lease index)' END),
+    ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
+                                THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,
+     CASE WHEN s.oldest IS NULL THEN 'no leased item' ELSE 'exact' END),
+    ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
+     CASE WHEN ix.indexed THEN ''
+          ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I) WHERE %I IS NOT NULL',
+                      :qualified_table::text, :lease_name::text, :lease_name::text) END)
+) AS v (metric, value, note)
+-- @block status
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT q.small, q.status_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN ix.indexed OR ix.small THEN
+                (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]) AS u (s)
+                 CROSS JOIN LATERAL (SELECT count(*) AS n FROM (
+                     SELECT 1 FROM {table}
+                     WHERE {status} = u.s AND {status_changed_at} < now() - make_interval(secs => :lease_timeout_s)
+                     ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) END AS n,
+           CASE WHEN ix.indexed OR ix.small THEN
+                (SELECT min(x.oldest) FROM unnest(ARRAY[:processing_values]) AS u (s)
+                 CROSS JOIN LATERAL (SELECT min(p.{status_changed_at}) AS oldest FROM (
+                     SELECT {status_changed_at} FROM {table} WHERE {status} = u.s
+                     ORDER BY {status}, {key} LIMIT :cap) AS p) AS x) END AS oldest
+    OFFSET 0
+) AS s
+CROSS JOIN LATERAL (VALUES
+    ('stuck_leases', s.n::float8,
+     CASE WHEN s.n IS NULL THEN 'not counted: no index on the status column (see missing_index)'
+          WHEN s.n >= :cap THEN 'at least (cap reached)'
+          WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no status index)' END),
+    ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
+                                THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,
+     CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
+    ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
+     CASE WHEN ix.indexed THEN ''
+          ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I, %I)', :qualified_table::text, :status_name::text, :key_name::text) END)
+) AS v (metric, value, note)

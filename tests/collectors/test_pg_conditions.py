@@ -1,0 +1,335 @@
+"""Each metric moves the right way when its condition is created for real on PostgreSQL, and back.
+
+The conditions are made directly in SQL (an old lease, a moved watermark, an open REPEATABLE READ
+transaction, a held lock, churn), independent of the lab's workload process; the fault-switch
+versions are in test_lab_faults.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+from psycopg import sql
+
+from collectors.counters import CounterRates
+from collectors.runner import COUNT_CAP, run_once
+from queueops import config as config_mod
+from tests.collectors.conftest import LEASE_TIMEOUT_S, collect, holding, wait_until, waiting
+from tests.collectors.plans import explain, scans_of
+
+
+def test_depth_rows_total_and_per_status_counts_are_exact_below_the_cap(cfg, clean_lab) -> None:  # noqa: ANN001
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_delete (enqueued_at) SELECT now() FROM generate_series(1, 12)")
+        conn.execute("INSERT INTO lab.q_status_meta (status) SELECT s FROM unnest(ARRAY[0,0,0,0,1,1,2,2,2,3]) AS s")
+        conn.execute("INSERT INTO lab.q_lease (processing_started_at) VALUES (NULL), (NULL), (NULL), (now())")
+        conn.execute("INSERT INTO lab.q_due (due_at) VALUES (now() - interval '1 minute'), (now() + interval '1 hour'), "
+                     "(now() + interval '2 hours')")
+    c = collect(cfg, "depth")
+    assert c.ok("depth").ok
+    assert (c.value("delete", "depth"), c.value("delete", "rows_total")) == (12, 12)
+    assert c.value("status", "depth") == 4
+    assert c.value("status", "count_processing") == 2
+    assert c.value("status", "count_done") == 3
+    assert c.value("status", "count_other") == 1  # status 3 (failed) is none of the configured values
+    assert c.value("status", "rows_total") == 10
+    assert (c.value("lease", "depth"), c.value("lease", "count_leased"), c.value("lease", "rows_total")) == (3, 1, 4)
+    assert (c.value("due", "depth"), c.value("due", "count_not_due")) == (1, 2)
+    assert all(r.note.startswith("exact") for r in c.rows if r.metric in ("depth", "rows_total"))
+
+
+def test_depth_above_the_cap_is_an_estimate_that_says_so(cfg, clean_lab) -> None:  # noqa: ANN001
+    n = COUNT_CAP * 3
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_status_meta (status) SELECT CASE WHEN g %% 3 = 0 THEN 0 ELSE 2 END "
+                     "FROM generate_series(1, %s) AS g", (n,))
+        conn.execute("ANALYZE lab.q_status_meta")
+    c = collect(cfg, "depth")
+    depth = c.row("status", "depth")
+    assert depth.note == "estimate (pg_stats MCV)"
+    assert abs(depth.value - n / 3) < n * 0.05  # the statistics' share of status 0 times reltuples
+    assert c.row("status", "rows_total").note == "estimate (pg_class.reltuples)"
+    assert c.value("status", "rows_total") == n
+    assert c.value("status", "count_other") is None
+
+
+def test_stuck_leases_after_the_lease_timeout_and_back(cfg, clean_lab) -> None:  # noqa: ANN001
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_lease (processing_started_at) SELECT now() - interval '1 minute' "
+                     "FROM generate_series(1, 5)")
+        conn.execute("INSERT INTO lab.q_lease (processing_started_at) VALUES (now() + interval '1 hour')")  # fresh
+        conn.execute("INSERT INTO lab.q_status_meta (status, status_changed_at) SELECT 1, now() - interval '1 minute' "
+                     "FROM generate_series(1, 3)")
+        conn.execute("INSERT INTO lab.q_status_meta (status, status_changed_at) VALUES (1, now()), (0, now() - interval '1 hour')")
+    c = collect(cfg, "stuck_leases")
+    assert c.value("lease", "stuck_leases") == 5 and c.row("lease", "stuck_leases").note == "exact"
+    assert 55 <= c.value("lease", "oldest_lease_age_s") < 600
+    assert c.value("lease", "missing_index") == 0  # the lab has q_lease_leased
+    assert c.value("status", "stuck_leases") == 3  # processing and older than the timeout; ready rows do not count
+    assert 55 <= c.value("status", "oldest_lease_age_s") < 600
+    with clean_lab.connect() as conn:
+        conn.execute("UPDATE lab.q_lease SET processing_started_at = NULL")
+        conn.execute("UPDATE lab.q_status_meta SET status = 0")
+    c = collect(cfg, "stuck_leases")
+    assert c.value("lease", "stuck_leases") == 0 and c.value("status", "stuck_leases") == 0
+    assert c.value("lease", "oldest_lease_age_s") == 0
+
+
+def test_a_fresh_lease_becomes_stuck_once_the_timeout_passes(cfg, clean_lab) -> None:  # noqa: ANN001
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_lease (processing_started_at) VALUES (now())")
+    assert collect(cfg, "stuck_leases").value("lease", "stuck_leases") == 0
+    assert wait_until(lambda: collect(cfg, "stuck_leases").value("lease", "stuck_leases") == 1,
+                      timeout=LEASE_TIMEOUT_S * 5, interval=0.5)
+
+
+def _lease_table(conn: psycopg.Connection, name: str, rows: int) -> None:
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS lab.{}").format(sql.Identifier(name)))
+    conn.execute(sql.SQL("CREATE TABLE lab.{} (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+                         "created_at timestamptz NOT NULL DEFAULT now(), leased_at timestamptz)").format(sql.Identifier(name)))
+    conn.execute(sql.SQL("INSERT INTO lab.{} (leased_at) SELECT CASE WHEN g %% 10 = 0 THEN now() - interval '1 hour' END "
+                         "FROM generate_series(1, %s) AS g").format(sql.Identifier(name)), (rows,))
+    conn.execute(sql.SQL("VACUUM ANALYZE lab.{}").format(sql.Identifier(name)))
+
+
+def _lease_cfg(lab, table: str) -> config_mod.Config:  # noqa: ANN001
+    return config_mod.parse({
+        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password,
+                     "lock_timeout_ms": 500, "statement_timeout_ms": 3000}],
+        "queues": [{"name": "noidx", "target": "lab", "kind": "lease", "schema": "lab", "table": table, "key": "id",
+                    "enqueued_at": "created_at", "lease_column": "leased_at", "lease_timeout_s": 60}],
+    })
+
+
+def test_a_missing_lease_index_is_reported_not_scanned(lab) -> None:  # noqa: ANN001
+    with lab.connect() as conn:
+        _lease_table(conn, "big_no_lease_index", 100_000)
+    cfg = _lease_cfg(lab, "big_no_lease_index")
+    c = collect(cfg, "stuck_leases")
+    assert c.value("noidx", "stuck_leases") is None
+    assert c.value("noidx", "missing_index") == 1
+    assert c.row("noidx", "missing_index").note == (
+        'CREATE INDEX CONCURRENTLY ON "lab"."big_no_lease_index" (leased_at) WHERE leased_at IS NOT NULL')
+    # The plan contains a scan of the table, but it never runs: the CASE does not reach it.
+    nodes = scans_of(explain(cfg, "stuck_leases"), {"big_no_lease_index"})
+    assert nodes and all(n["Actual Loops"] == 0 for n in nodes), nodes
+    # With the index the operator is told to create, it counts (10 % of rows leased an hour ago).
+    with lab.connect() as conn:
+        conn.execute("CREATE INDEX ON lab.big_no_lease_index (leased_at) WHERE leased_at IS NOT NULL")
+    c = collect(cfg, "stuck_leases")
+    assert c.value("noidx", "missing_index") == 0
+    assert c.value("noidx", "stuck_leases") == COUNT_CAP and c.row("noidx", "stuck_leases").note == "at least (cap reached)"
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE lab.big_no_lease_index")
+
+
+def test_a_small_table_without_the_index_is_still_counted(lab) -> None:  # noqa: ANN001
+    with lab.connect() as conn:
+        _lease_table(conn, "small_no_lease_index", 200)
+    c = collect(_lease_cfg(lab, "small_no_lease_index"), "stuck_leases")
+    assert c.value("noidx", "stuck_leases") == 20
+    assert c.row("noidx", "stuck_leases").note == "exact (small table, no lease index)"
+    assert c.value("noidx", "missing_index") == 1
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE lab.small_no_lease_index")
+
+
+def test_watermark_past_ready_rows_is_negative_drift_with_the_stranded_count(cfg, clean_lab) -> None:  # noqa: ANN001
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_delete (enqueued_at) SELECT now() FROM generate_series(1, 50)")  # ids 1..50
+        conn.execute("UPDATE lab.q_delete_watermark SET low_key = 1")
+    c = collect(cfg, "watermark_drift")
+    assert c.value("delete", "watermark_drift") == 0 and c.value("delete", "stranded_count") == 0
+    with clean_lab.connect() as conn:
+        conn.execute("UPDATE lab.q_delete_watermark SET low_key = 31")  # ids 1..30 can never be dequeued now
+    c = collect(cfg, "watermark_drift")
+    assert c.value("delete", "watermark_drift") == -30
+    assert c.value("delete", "stranded_count") == 30
+    assert c.value("delete", "watermark") == 31
+    assert c.row("delete", "watermark_drift").note.startswith("stranded")
+    with clean_lab.connect() as conn:
+        conn.execute("UPDATE lab.q_delete_watermark SET low_key = 1")
+    c = collect(cfg, "watermark_drift")
+    assert c.value("delete", "watermark_drift") == 0 and c.value("delete", "stranded_count") == 0
+
+
+def test_ring_occupancy_free_slots_and_pop_ahead_of_push(cfg, clean_lab) -> None:  # noqa: ANN001
+    with clean_lab.connect() as conn:
+        conn.execute("UPDATE lab.q_ring_slot SET reference_count = 1 WHERE slot < 10")
+        conn.execute("UPDATE lab.q_ring_seq SET push_seq = 110, pop_seq = 100")
+    c = collect(cfg, "ring_occupancy")
+    assert c.value("ring", "occupancy") == 10 and c.value("ring", "free_slots") == 1014
+    assert c.value("ring", "slots_in_use") == 10 and c.value("ring", "pop_ahead_of_push") == 0
+    with clean_lab.connect() as conn:
+        conn.execute("UPDATE lab.q_ring_seq SET push_seq = 2000, pop_seq = 976")  # full
+    assert collect(cfg, "ring_occupancy").row("ring", "free_slots").note == "full: producers stall"
+    with clean_lab.connect() as conn:
+        conn.execute("UPDATE lab.q_ring_seq SET push_seq = 100, pop_seq = 103")  # the bug
+    c = collect(cfg, "ring_occupancy")
+    assert c.value("ring", "pop_ahead_of_push") == 3 and c.value("ring", "occupancy") == 0
+
+
+def _dead(cfg: config_mod.Config) -> float:
+    c = collect(cfg, "ghost_records")
+    assert c.row("delete", "ghost_records").note == "pgstattuple_approx"
+    return c.value("delete", "ghost_records") or 0.0
+
+
+def test_snapshot_hold_keeps_dead_tuples_and_names_the_holder(cfg, clean_lab) -> None:  # noqa: ANN001
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_delete (enqueued_at) SELECT now() FROM generate_series(1, 5000)")
+        conn.execute("VACUUM lab.q_delete")
+    assert _dead(cfg) == 0
+    with holding(clean_lab.connect, "SET application_name = 'report-job'") as holder:
+        holder_pid = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT count(*) FROM lab.q_status_meta")  # takes the snapshot
+        with clean_lab.connect() as conn:
+            conn.execute("DELETE FROM lab.q_delete WHERE id <= 4000")
+            conn.execute("VACUUM lab.q_delete")  # cannot remove them: the holder may still see them
+        assert _dead(cfg) == 4000
+        c = collect(cfg, "oldest_snapshot")
+        note = json.loads(c.row("", "oldest_snapshot_age_s").note)
+        assert note["pid"] == holder_pid and note["kind"] == "backend"
+        assert note["state"] == "idle in transaction" and note["application_name"] == "report-job"
+        assert "q_status_meta" in note["query"]
+        assert c.value("", "oldest_xmin_age_xids") >= 1
+        assert c.value("", "snapshot_transactions") >= 1
+    # The holder is gone: the same vacuum now removes them.
+    with clean_lab.connect() as conn:
+        conn.execute("VACUUM lab.q_delete")
+    assert _dead(cfg) == 0
+    c = collect(cfg, "oldest_snapshot")
+    assert c.row("", "oldest_snapshot_age_s").note == "{}" or json.loads(c.row("", "oldest_snapshot_age_s").note)["pid"] != holder_pid
+
+
+def test_dead_tuples_statistic_follows_deletes(lab) -> None:  # noqa: ANN001
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS lab.dead_stat")
+        conn.execute("CREATE TABLE lab.dead_stat (id bigint PRIMARY KEY) WITH (autovacuum_enabled = false)")
+        conn.execute("INSERT INTO lab.dead_stat SELECT g FROM generate_series(1, 3000) AS g")
+    with lab.connect() as conn:  # statistics are flushed when this session ends
+        conn.execute("DELETE FROM lab.dead_stat WHERE id % 2 = 0")
+    cfg = config_mod.parse({
+        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
+        "queues": [{"name": "d", "target": "lab", "kind": "delete", "schema": "lab", "table": "dead_stat", "key": "id"}],
+    })
+    assert wait_until(lambda: (collect(cfg, "ghost_records").value("d", "dead_tuples") or 0) == 1500)
+    c = collect(cfg, "ghost_records")
+    assert c.row("d", "dead_tuples").note == "estimate (pg_stat_user_tables)"
+    assert c.value("d", "ghost_records") == 1500 and c.row("d", "ghost_records").note == "pgstattuple_approx"
+    assert c.value("d", "dead_tuple_pct") == 50
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE lab.dead_stat")
+
+
+def test_lock_hold_shows_waiters_the_blocker_and_times_out_only_the_collectors_that_need_the_table(
+        cfg, clean_lab) -> None:  # noqa: ANN001
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_lease (created_at) SELECT now() FROM generate_series(1, 10)")
+    with holding(clean_lab.connect, "SET application_name = 'lock-holder'", "BEGIN",
+                 "LOCK TABLE lab.q_lease IN ACCESS EXCLUSIVE MODE") as holder:
+        holder_pid = holder.info.backend_pid
+        with waiting(clean_lab.connect, "DELETE FROM lab.q_lease WHERE id = 1") as waiter_pid:
+            assert wait_until(lambda: collect(cfg, "lock_waits").value("lease", "lock_waiters") >= 1)
+            c = collect(cfg)  # every collector, while the lock is held
+            # The collectors that read lab.q_lease stop at their lock timeout with a timeout status...
+            for name in ("depth", "oldest_age_s", "stuck_leases", "ghost_records", "fragmentation_pct"):
+                st = c.ok(name)
+                assert not st.ok and st.timeout and "lock timeout" in st.error, (name, st)
+            # ...and everything else answers, naming the waiter and the blocker.
+            for name in ("watermark_drift", "ring_occupancy", "lock_waits", "lock_timeouts", "oldest_snapshot",
+                         "blocking_chains"):
+                assert c.ok(name).ok, c.ok(name)
+            assert c.value("lease", "lock_waiters") >= 1
+            assert waiter_pid in json.loads(c.row("lease", "lock_waiters").note)["pids"]
+            assert c.value("lease", "lock_wait_max_s") > 0
+            assert c.value("delete", "lock_waiters") == 0
+            assert c.value("", "blocked_sessions") >= 1 and c.value("", "head_blockers") >= 1
+            heads = json.loads(c.row("", "head_blockers").note)
+            assert heads[0]["pid"] == holder_pid and heads[0]["application_name"] == "lock-holder"
+            assert heads[0]["state"] == "idle in transaction" and heads[0]["blocked"] >= 1
+            assert c.value("", "lock_waiters_total") >= 1
+            assert c.value("", "probe_lock_timeouts") == 5
+    c = collect(cfg, "lock_waits", "blocking_chains", "depth")
+    assert c.value("lease", "lock_waiters") == 0 and c.value("", "blocked_sessions") == 0
+    assert c.ok("depth").ok
+
+
+def test_a_blocking_chain_reports_its_head_depth_and_size(cfg, clean_lab) -> None:  # noqa: ANN001
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_due (due_at) VALUES (now())")
+    with holding(clean_lab.connect, "BEGIN", "UPDATE lab.q_due SET payload = 'head' WHERE id = 1") as head:
+        head_pid = head.info.backend_pid
+        # second waits on the row; third waits on a lock the second will want after it (the table)
+        with waiting(clean_lab.connect, "UPDATE lab.q_due SET payload = 'second' WHERE id = 1"), \
+             waiting(clean_lab.connect, "BEGIN; LOCK TABLE lab.q_due IN ACCESS EXCLUSIVE MODE"):
+            assert wait_until(lambda: collect(cfg, "blocking_chains").value("", "blocked_sessions") >= 2)
+            c = collect(cfg, "blocking_chains")
+            heads = json.loads(c.row("", "head_blockers").note)
+            assert [h["pid"] for h in heads] == [head_pid]
+            assert heads[0]["blocked"] == 2 and heads[0]["depth"] >= 1
+
+
+def test_churn_lowers_density_and_raises_bloat_and_a_rebuild_restores_them(cfg, clean_lab) -> None:  # noqa: ANN001
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_delete (enqueued_at) SELECT now() FROM generate_series(1, 20000)")
+        conn.execute("VACUUM ANALYZE lab.q_delete")
+    before = collect(cfg, "fragmentation_pct")
+    with clean_lab.connect() as conn:  # delete 9 of every 10 rows, scattered: pages stay, mostly empty
+        conn.execute("DELETE FROM lab.q_delete WHERE id % 10 <> 0")
+        conn.execute("VACUUM lab.q_delete")
+    after = collect(cfg, "fragmentation_pct")
+    assert after.value("delete", "table_bloat_pct") > before.value("delete", "table_bloat_pct") + 50
+    assert after.value("delete", "page_density_pct") < before.value("delete", "page_density_pct") - 50
+    assert json.loads(after.row("delete", "fragmentation_pct").note)["source"] == "pgstatindex"
+    with clean_lab.connect() as conn:
+        conn.execute("VACUUM FULL lab.q_delete")
+    rebuilt = collect(cfg, "fragmentation_pct")
+    assert rebuilt.value("delete", "table_bloat_pct") < 20
+    assert rebuilt.value("delete", "page_density_pct") > 80
+
+
+def test_a_real_deadlock_moves_the_counter_and_its_rate(cfg, clean_lab) -> None:  # noqa: ANN001
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_due (due_at) VALUES (now()), (now())")
+    rates = CounterRates()
+    first = run_once(cfg, None, rates)
+    before = next(r.value for r in first.rows if r.metric == "deadlocks_total")
+    assert next(r for r in first.rows if r.metric == "deadlocks_per_s").note == "first sample"
+    a = clean_lab.connect(autocommit=False)
+    b = clean_lab.connect(autocommit=False)
+    try:
+        a.execute("UPDATE lab.q_due SET payload = 'a' WHERE id = 1")
+        b.execute("UPDATE lab.q_due SET payload = 'b' WHERE id = 2")
+        import threading
+
+        errors: list[Exception] = []
+
+        def cross() -> None:
+            try:
+                a.execute("UPDATE lab.q_due SET payload = 'a' WHERE id = 2")
+            except psycopg.Error as exc:
+                errors.append(exc)
+                a.rollback()
+
+        t = threading.Thread(target=cross)
+        t.start()
+        wait_until(lambda: collect(cfg, "blocking_chains").value("", "blocked_sessions") >= 1)
+        try:
+            b.execute("UPDATE lab.q_due SET payload = 'b' WHERE id = 1")
+        except psycopg.errors.DeadlockDetected as exc:
+            errors.append(exc)
+            b.rollback()  # the victim's locks go only with its transaction
+        t.join(10)
+        assert any(isinstance(e, psycopg.errors.DeadlockDetected) for e in errors)
+    finally:
+        a.rollback()
+        b.rollback()
+        a.close()
+        b.close()
+    assert wait_until(lambda: next(r.value for r in run_once(cfg, None).rows if r.metric == "deadlocks_total") > before)
+    second = run_once(cfg, None, rates)
+    rate_row = next(r for r in second.rows if r.metric == "deadlocks_per_s")
+    assert rate_row.value > 0 and rate_row.note.startswith("delta over")
