@@ -17,7 +17,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print rows as JSON lines (with --once)")
     p.add_argument("--collector", action="append", default=[], metavar="NAME",
                    help="run only these collectors (repeatable); default: all")
+    svc = p.add_argument_group("service (without --once)")
+    svc.add_argument("--duration", type=_positive, metavar="SECONDS",
+                     help="stop cleanly after this many seconds (default: run until SIGINT/SIGTERM)")
+    svc.add_argument("--metrics-port", type=int, metavar="PORT",
+                     help="serve /metrics (Prometheus) and /healthz on this port (0: any free port)")
+    svc.add_argument("--metrics-addr", default="127.0.0.1", metavar="ADDR",
+                     help="address for --metrics-port (default 127.0.0.1)")
+    svc.add_argument("--no-lake", action="store_true",
+                     help="do not export to the lake (e.g. all but one of several schedulers sharing a store)")
+    svc.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.set_defaults(func=_collect, parser=p)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
 
 
 def _collect(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 
 from queueops import secrets
@@ -30,6 +30,9 @@ def open_engine(cfg_or_url: Config | str, *, create: bool = True) -> Engine:
     is_sqlite = url.startswith("sqlite")
     if is_sqlite:
         kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+    elif url.startswith("postgresql+psycopg"):
+        # A store host that drops packets must not hang a collection cycle for minutes.
+        kwargs["connect_args"] = {"connect_timeout": 10}
     engine = create_engine(url, **kwargs)
     if is_sqlite:
         @event.listens_for(engine, "connect")
@@ -40,8 +43,26 @@ def open_engine(cfg_or_url: Config | str, *, create: bool = True) -> Engine:
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
     if create:
-        metadata.create_all(engine)
+        ensure_schema(engine)
     return engine
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Create missing tables, and add nullable columns that newer versions added to old tables.
+
+    ``create_all`` never alters an existing table, so a store created by an earlier version would
+    lack a column the code now writes; only nullable additions are made, never a rewrite.
+    """
+    metadata.create_all(engine)
+    inspector = inspect(engine)
+    with engine.begin() as conn:
+        for table in metadata.sorted_tables:
+            have = {c["name"] for c in inspector.get_columns(table.name)}
+            for col in table.columns:
+                if col.name not in have and col.nullable:
+                    q = engine.dialect.identifier_preparer.quote  # names are ours, quoted anyway
+                    conn.execute(text(f"ALTER TABLE {q(table.name)} ADD COLUMN {q(col.name)} "
+                                      f"{col.type.compile(dialect=engine.dialect)}"))
 
 
 def sqlite_path(engine: Engine) -> Path | None:

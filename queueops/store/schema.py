@@ -11,6 +11,7 @@ completed after, so an action interrupted by a crash stays visible as ``running`
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -25,9 +26,14 @@ from sqlalchemy import (
 
 metadata = MetaData()
 
+# Snapshot and status ids grow by millions a day (100 queues at 15 s: ~5M rows/day): 64-bit on
+# PostgreSQL, where a plain Integer would run out after 2^31 rows. SQLite's rowid is 64-bit
+# already and autoincrements only for a column typed exactly INTEGER.
+RowId = BigInteger().with_variant(Integer(), "sqlite")
+
 snapshots = Table(
     "snapshots", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("id", RowId, primary_key=True, autoincrement=True),
     Column("ts", DateTime(timezone=True), nullable=False),
     Column("target", String(128), nullable=False),
     Column("database", String(256), nullable=False, default=""),
@@ -41,7 +47,7 @@ snapshots = Table(
 
 collector_status = Table(
     "collector_status", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("id", RowId, primary_key=True, autoincrement=True),
     Column("ts", DateTime(timezone=True), nullable=False),
     Column("target", String(128), nullable=False),
     Column("collector", String(128), nullable=False),
@@ -89,4 +95,13 @@ lake_exports = Table(
     Column("hour", DateTime(timezone=True), primary_key=True),
     Column("rows", Integer, nullable=False),
     Column("exported_at", DateTime(timezone=True), nullable=False),
+    Column("status_rows", Integer, nullable=True),  # collector_status rows of that hour
+)
+
+# Small named values the service keeps between runs (e.g. the lake exporter's scan marks).
+service_state = Table(
+    "service_state", metadata,
+    Column("name", String(128), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )

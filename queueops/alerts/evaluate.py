@@ -1,0 +1,92 @@
+"""The alert state machine, as a pure function of (rules, one cycle's rows, previous states, now).
+
+States per (rule, target, queue): absent -> ``pending`` (condition true, ``for`` not yet elapsed)
+-> ``firing`` -> ``resolved``. Notifications happen on exactly two transitions: to ``firing``
+and from ``firing`` to ``resolved``. A pending condition that clears before its ``for`` elapses
+just disappears (nothing was announced). A metric missing from the cycle (its collector failed,
+or belongs to another cadence) changes nothing: no data is not "resolved".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from queueops.alerts.rules import Rule
+from queueops.rows import SnapshotRow
+
+Key = tuple[str, str, str]  # rule name, target, queue
+
+
+@dataclass(frozen=True)
+class AlertState:
+    rule: str
+    target: str
+    queue: str
+    state: str  # pending | firing | resolved
+    since: datetime
+    value: float | None
+    notified_at: datetime | None = None
+
+    @property
+    def key(self) -> Key:
+        return (self.rule, self.target, self.queue)
+
+
+@dataclass(frozen=True)
+class Transition:
+    rule: Rule
+    target: str
+    queue: str
+    state: str            # firing | resolved
+    value: float | None
+    at: datetime
+    active_since: datetime  # when the condition was first seen (start of pending/firing)
+
+    @property
+    def key(self) -> Key:
+        return (self.rule.name, self.target, self.queue)
+
+
+def evaluate(rules: Iterable[Rule], rows: Iterable[SnapshotRow], states: Mapping[Key, AlertState],
+             now: datetime) -> tuple[dict[Key, AlertState | None], list[Transition]]:
+    """Return the states that changed (``None`` = delete) and the transitions to announce."""
+    latest: dict[tuple[str, str, str], float] = {}
+    for r in rows:
+        if r.value is not None:
+            latest[(r.target, r.queue, r.metric)] = r.value
+    changes: dict[Key, AlertState | None] = {}
+    transitions: list[Transition] = []
+    for rule in rules:
+        for (target, queue, metric), value in latest.items():
+            if metric != rule.metric or not rule.applies(queue):
+                continue
+            key = (rule.name, target, queue)
+            prev = states.get(key)
+            holds = rule.holds(value)
+            current = prev.state if prev else None
+            if holds:
+                if current in (None, "resolved"):
+                    if rule.for_s <= 0:
+                        changes[key] = AlertState(rule.name, target, queue, "firing", now, value)
+                        transitions.append(Transition(rule, target, queue, "firing", value, now, now))
+                    else:
+                        changes[key] = AlertState(rule.name, target, queue, "pending", now, value)
+                elif current == "pending":
+                    assert prev is not None
+                    if (now - prev.since).total_seconds() >= rule.for_s:
+                        changes[key] = AlertState(rule.name, target, queue, "firing", now, value)
+                        transitions.append(Transition(rule, target, queue, "firing", value, now, prev.since))
+                    elif prev.value != value:
+                        changes[key] = replace(prev, value=value)
+                elif current == "firing" and prev is not None and prev.value != value:
+                    changes[key] = replace(prev, value=value)
+            else:
+                if current == "pending":
+                    changes[key] = None
+                elif current == "firing":
+                    assert prev is not None
+                    changes[key] = AlertState(rule.name, target, queue, "resolved", now, value)
+                    transitions.append(Transition(rule, target, queue, "resolved", value, now, prev.since))
+    return changes, transitions

@@ -1,0 +1,118 @@
+"""The service's side of alerts: states loaded from and saved to ``alert_state``, transitions
+announced through the notifiers.
+
+The in-memory states are authoritative while the service runs (evaluation must not depend on
+the store being up); changes are written through, and changes that could not be written are
+retried on the next cycle. On start the states are read back, so a restarted service does not
+announce again an alert that is already firing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from sqlalchemy import Engine, delete, insert, select, update
+
+from queueops.alerts import notify
+from queueops.alerts.evaluate import AlertState, Key, Transition, evaluate
+from queueops.alerts.rules import Rule
+from queueops.rows import SnapshotRow, utcnow
+from queueops.store.schema import alert_state
+from queueops.store.timeutil import to_utc
+
+log = logging.getLogger("queueops.alerts")
+
+
+class AlertManager:
+    def __init__(self, rules: Sequence[Rule], engine: Engine, *, webhook_url: str | None = None,
+                 webhook_timeout_s: float = 5.0, log_lines: bool = True,
+                 on_transition: Callable[[Transition], None] | None = None,
+                 on_delivery: Callable[[Transition, bool], None] | None = None):
+        self.rules = list(rules)
+        self.engine = engine
+        self.log_lines = log_lines
+        self._lock = threading.Lock()
+        self.states: dict[Key, AlertState] = {}
+        self._unsaved: dict[Key, AlertState | None] = {}
+        self.notifications: dict[str, int] = {"webhook_ok": 0, "webhook_failed": 0, "log": 0}
+        self._on_transition = on_transition
+        self._on_delivery = on_delivery
+        self.webhook = (notify.WebhookSender(webhook_url, webhook_timeout_s, self._delivered)
+                        if webhook_url else None)
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            with self.engine.connect() as conn:
+                for r in conn.execute(select(alert_state)).mappings():
+                    s = AlertState(r["rule"], r["target"], r["queue"], r["state"], to_utc(r["since"]), r["value"],
+                                   to_utc(r["notified_at"]) if r["notified_at"] else None)
+                    self.states[s.key] = s
+        except Exception as exc:  # noqa: BLE001 - a store that is away: start from no state
+            log.warning("alert states could not be read from the store (%s); starting with none", exc)
+
+    def firing(self) -> list[AlertState]:
+        with self._lock:
+            return [s for s in self.states.values() if s.state == "firing"]
+
+    def on_cycle(self, rows: Sequence[SnapshotRow], now: datetime | None = None) -> list[Transition]:
+        """Evaluate every rule on one cycle's rows; persist, log and queue notifications."""
+        now = now or utcnow()
+        with self._lock:
+            changes, transitions = evaluate(self.rules, rows, self.states, now)
+            for key, st in changes.items():
+                if st is None:
+                    self.states.pop(key, None)
+                else:
+                    self.states[key] = st
+                self._unsaved[key] = st
+            self._save()
+        for t in transitions:
+            if self.log_lines:
+                notify.log_line(t)
+                self.notifications["log"] += 1
+            if self.webhook:
+                self.webhook.send(t)
+            if self._on_transition is not None:
+                self._on_transition(t)
+        return transitions
+
+    def close(self) -> None:
+        if self.webhook:
+            self.webhook.close()
+        with self._lock:
+            self._save()
+
+    def _delivered(self, t: Transition, ok: bool, error: str) -> None:
+        self.notifications["webhook_ok" if ok else "webhook_failed"] += 1
+        if self._on_delivery is not None:
+            self._on_delivery(t, ok)
+        if not ok:
+            return
+        with self._lock:
+            st = self.states.get(t.key)
+            if st is not None and st.state == t.state:
+                st = AlertState(st.rule, st.target, st.queue, st.state, st.since, st.value, utcnow())
+                self.states[t.key] = st
+                self._unsaved[t.key] = st
+            self._save()
+
+    def _save(self) -> None:
+        if not self._unsaved:
+            return
+        try:
+            with self.engine.begin() as conn:
+                for (rule, target, queue), st in self._unsaved.items():
+                    where = (alert_state.c.rule == rule, alert_state.c.target == target, alert_state.c.queue == queue)
+                    if st is None:
+                        conn.execute(delete(alert_state).where(*where))
+                        continue
+                    values = {"state": st.state, "since": st.since, "value": st.value, "notified_at": st.notified_at}
+                    if not conn.execute(update(alert_state).where(*where).values(**values)).rowcount:
+                        conn.execute(insert(alert_state).values(rule=rule, target=target, queue=queue, **values))
+            self._unsaved.clear()
+        except Exception as exc:  # noqa: BLE001 - kept in memory, saved with the next cycle
+            log.debug("alert states not saved yet (%s)", exc)

@@ -1,0 +1,155 @@
+"""One collection job: a target, an interval, its collectors, and the connection it keeps.
+
+The connection stays open between cycles of jobs less than a minute apart (a login per cycle
+would cost more than the cycle); slower jobs connect per cycle (an idle connection minutes old
+may have been cut by a firewall or an idle timeout). A kept connection found dead is replaced
+at once, in the same cycle; if the target cannot be reached, the next cycles go through the
+target's :class:`~queueops.service.backoff.Backoff`. A cycle never raises: whatever goes wrong
+becomes status rows with the (masked) error, so an outage is recorded as rows, cycle after cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from collectors import runner
+from queueops import engine
+from queueops.config import Config
+from queueops.rows import StatusRow, utcnow
+from queueops.service.backoff import Backoff, probe_address, tcp_probe
+from queueops.service.plan import JobPlan
+
+log = logging.getLogger("queueops.service")
+
+# Jobs this far apart do not keep their connection between cycles.
+KEEP_CONNECTION_MAX_S = 60.0
+
+try:  # kept by the caller across cycles: cumulative counters become rates
+    from collectors.counters import CounterRates
+except ImportError:  # pragma: no cover - older collectors package
+    CounterRates = None  # type: ignore[assignment,misc]
+
+
+class CollectJob:
+    def __init__(self, cfg: Config, plan: JobPlan, sink: Callable[[CollectJob, runner.CycleResult], None]):
+        self.cfg = cfg
+        self.plan = plan
+        self.target = cfg.target(plan.target)
+        self.sink = sink
+        self.conn: engine.Connection | None = None
+        self.backoff = Backoff(plan.interval_s, cfg.schedule.backoff_max_s)
+        self.address = probe_address(self.target, cfg.base_dir)
+        self.rates = CounterRates() if CounterRates is not None else None
+        self.down_since: datetime | None = None
+        self.last_error = ""
+        self.cycles = 0
+
+    @property
+    def id(self) -> str:
+        return self.plan.id
+
+    def __call__(self) -> None:
+        """The APScheduler entry point: one cycle, handed to the sink (store, metrics, alerts)."""
+        ts = utcnow()
+        try:
+            result = self.cycle(ts)
+        except Exception as exc:  # noqa: BLE001 - a bug must not stop the schedule; it becomes data
+            log.exception("cycle of %s failed unexpectedly", self.id)
+            result = self._errors(ts, f"internal error: {type(exc).__name__}: {exc}")
+        self.cycles += 1
+        self.sink(self, result)
+
+    def cycle(self, ts: datetime) -> runner.CycleResult:
+        reused = self.conn is not None
+        if self.conn is None:
+            attempt, why = self.backoff.should_attempt(time.monotonic(), self._probe)
+            if not attempt:
+                return self._errors(ts, f"{self.target.name} unreachable since {self._since()}: {why}; "
+                                        f"last error: {self.last_error}")
+            failed = self._open()
+            if failed is not None:
+                return self._errors(ts, failed)
+        result = self._run(ts)
+        if self._broken(result):
+            self.close()
+            if reused and self._open() is None:
+                # The kept connection died while idle (server restart, idle timeout, a proxy): one
+                # fresh try in the same cycle, so an idle disconnect costs no error rows.
+                result = self._run(ts)
+                if self._broken(result):
+                    self.close()
+            if self.conn is None and self.down_since is None:
+                errors = [s.error for s in result.status if not s.ok]
+                self._down(errors[0] if errors else "connection lost")
+        if self.plan.interval_s >= KEEP_CONNECTION_MAX_S:
+            self.close()  # minutes apart: a fresh connection per cycle beats one a firewall may have cut
+        return result
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    # -- internals --------------------------------------------------------------------------
+    def _open(self) -> str | None:
+        """Connect (through the back-off); None on success, else the error."""
+        try:
+            self.conn = self._connect()
+        except engine.TargetError as exc:
+            self._down(str(exc))
+            self.backoff.failed(time.monotonic(), self._probe())
+            return str(exc)
+        self.backoff.succeeded()
+        if self.down_since is not None:
+            log.info("%s reachable again (down since %s)", self.target.name, self._since())
+        self.down_since = None
+        return None
+
+    def _run(self, ts: datetime) -> runner.CycleResult:
+        kwargs = {"rates": self.rates} if self.rates is not None else {}
+        return runner.run_collectors(self.cfg, self.target, self.plan.collectors, conn=self.conn, ts=ts, **kwargs)
+
+    def _connect(self) -> engine.Connection:
+        conn = engine.connect(self.target, "collect", self.cfg.base_dir, application="queueops-collect")
+        try:
+            conn.execute(runner.session_setup(self.target))
+        except engine.TargetError:
+            conn.close()
+            raise
+        return conn
+
+    def _probe(self) -> bool | None:
+        return tcp_probe(self.address, timeout=min(1.0, self.target.connect_timeout_s))
+
+    def _broken(self, result: runner.CycleResult) -> bool:
+        """Whether the connection is gone: the driver says so (psycopg), or -- when every collector
+        failed outright -- re-running the session setup on it fails too (pyodbc has no flag)."""
+        if self.conn is None:
+            return True
+        raw = self.conn.raw
+        if getattr(raw, "closed", False) or getattr(raw, "broken", False):
+            return True
+        if not result.status or any(s.ok or s.timeout for s in result.status):
+            return False
+        try:
+            self.conn.execute(runner.session_setup(self.target))
+        except engine.TargetError:
+            return True
+        return False
+
+    def _down(self, error: str) -> None:
+        if self.down_since is None:
+            self.down_since = utcnow()
+            log.warning("%s: cannot collect (%s); other targets go on", self.target.name, " ".join(error.split()))
+        self.last_error = error
+
+    def _since(self) -> str:
+        return self.down_since.strftime("%H:%M:%SZ") if self.down_since else "?"
+
+    def _errors(self, ts: datetime, error: str) -> runner.CycleResult:
+        result = runner.CycleResult()
+        result.status = [StatusRow(ts, self.target.name, c.name, False, 0.0, 0, error) for c in self.plan.collectors]
+        return result
