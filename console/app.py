@@ -1,50 +1,34 @@
-"""queueops console: every configured queue with its kind, depth and oldest age, refreshing itself."""
+"""queueops console: the Streamlit entry point (sign-in, navigation, then the chosen page).
+
+Run with ``queueops serve`` (or ``streamlit run console/app.py`` with ``QUEUEOPS_CONFIG`` set).
+Pages live in :mod:`console.views`; data access in :mod:`console.data`; judgement in
+:mod:`console.health` and :mod:`console.findings` (pure functions); the plotly style in
+:mod:`console.style`.
+"""
 
 from __future__ import annotations
 
-import pandas as pd
-import streamlit as st
+import sys
+from pathlib import Path
 
-from collectors import registry, runner
-from queueops import config as config_mod
-from queueops import secrets
+# `streamlit run console/app.py` puts console/ on sys.path, not the project: make `console.*` importable.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+
+from console import auth, context, nav  # noqa: E402
 
 st.set_page_config(page_title="queueops", page_icon=":material/monitor_heart:", layout="wide")
+# Less empty space under the top navigation: more queues above the fold.
+st.html("<style>[data-testid='stMainBlockContainer']{padding-top:3.6rem;padding-bottom:2rem}</style>")
 
 
-@st.cache_resource(show_spinner=False)
-def _config() -> config_mod.Config:
-    return config_mod.load()
+def main() -> None:
+    cfg = context.load_config()
+    auth.gate(cfg)
+    st.navigation(nav.all_pages(), position="top").run()
 
 
-@st.cache_data(ttl=3, show_spinner=False)
-def _sample(_cfg: config_mod.Config, key: str) -> tuple[pd.DataFrame, list[dict]]:
-    result = runner.run_once(_cfg, [registry.by_name("depth"), registry.by_name("oldest_age_s")])
-    rows = pd.DataFrame([r.to_json() for r in result.rows])
-    return rows, [s.to_json() for s in result.status]
-
-
-st.title("queueops")
-try:
-    cfg = _config()
-except config_mod.ConfigError as exc:
-    st.error(secrets.mask(str(exc)))
-    st.stop()
-
-
-@st.fragment(run_every=cfg.console.refresh_s)
-def overview() -> None:
-    rows, status = _sample(cfg, "overview")
-    for s in status:
-        if not s["ok"]:
-            st.error(f"target {s['target']}: collector {s['collector']} failed: {s['error']}")
-    table = pd.DataFrame({"queue": [q.name for q in cfg.queues], "target": [q.target for q in cfg.queues],
-                          "kind": [q.kind for q in cfg.queues]})
-    if not rows.empty:
-        wide = rows.pivot_table(index="queue", columns="metric", values="value", aggfunc="last")
-        table = table.join(wide, on="queue")
-    st.dataframe(table, hide_index=True, use_container_width=True)
-    st.caption(f"sampled {pd.Timestamp.utcnow():%Y-%m-%d %H:%M:%S} UTC, refreshing every {cfg.console.refresh_s:g} s")
-
-
-overview()
+main()

@@ -6,9 +6,16 @@ import argparse
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+from queueops import config as config_mod
 from queueops.commands.common import add_config_arg
+
+# Streamlit reads .streamlit/config.toml from the *working directory* only. The console keeps the
+# user's working directory (their own .streamlit/secrets.toml, e.g. OIDC, lives there) and passes
+# the project's theme and server options as command-line flags instead.
+PROJECT_STREAMLIT_CONFIG = Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,18 +27,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_serve)
 
 
+def config_options(path: Path = PROJECT_STREAMLIT_CONFIG) -> dict[str, str]:
+    """``{"section.option": "value"}`` for every option of the project's .streamlit/config.toml."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    out: dict[str, str] = {}
+    for section, options in raw.items():
+        if not isinstance(options, dict):
+            continue
+        for key, value in options.items():
+            if not isinstance(value, (dict, list)):
+                out[f"{section}.{key}"] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
 def streamlit_command(config: str | None, port: int, address: str = "localhost") -> tuple[list[str], dict[str, str]]:
     """The command line and environment that run the console (shared with demo and the tests)."""
     import console
 
     app = Path(console.__file__).resolve().parent / "app.py"
     env = dict(os.environ)
-    if config:
-        env["QUEUEOPS_CONFIG"] = str(Path(config).resolve())
+    # Resolve the config now: a relative path (or the ./queueops.toml default) means the caller's folder.
+    path = config or env.get("QUEUEOPS_CONFIG") or config_mod.DEFAULT_CONFIG
+    env["QUEUEOPS_CONFIG"] = str(Path(path).resolve())
     env.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.headless", "true",
-           "--server.port", str(port), "--server.address", address, "--browser.gatherUsageStats", "false"]
-    return cmd, env
+    options = {**config_options(), "server.headless": "true", "server.port": str(port),
+               "server.address": address, "browser.gatherUsageStats": "false",
+               "server.fileWatcherType": "none"}
+    flags = [part for key, value in options.items() for part in (f"--{key}", value)]
+    return [sys.executable, "-m", "streamlit", "run", str(app), *flags], env
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -1,0 +1,73 @@
+"""What every page needs: the config, the shared live sampler, the store, and who is signed in.
+
+The config, sampler and store are ``st.cache_resource`` objects keyed by the config file's path and
+modification time: every browser session shares one sampler (so the database sees one collection
+per cache period however many dashboards are open), and editing the config reloads it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from console.auth import Identity, current
+from console.data import LiveSampler, Store
+from queueops import config as config_mod
+from queueops import secrets
+
+
+@dataclass
+class Ctx:
+    cfg: config_mod.Config
+    sampler: LiveSampler
+    store: Store
+    identity: Identity
+    tz: str | None
+
+    @property
+    def can_act(self) -> bool:
+        return self.identity.can_act
+
+
+def config_path() -> Path:
+    return Path(os.environ.get("QUEUEOPS_CONFIG") or config_mod.DEFAULT_CONFIG).resolve()
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _resources(path: str, mtime: float) -> tuple[config_mod.Config, LiveSampler, Store]:
+    cfg = config_mod.load(path)
+    return cfg, LiveSampler(cfg), Store(cfg)
+
+
+def load_config() -> config_mod.Config:
+    """The config, or an error on the page (file, field, value) and a stopped script."""
+    path = config_path()
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    try:
+        return _resources(str(path), mtime)[0]
+    except config_mod.ConfigError as exc:
+        st.error("The configuration cannot be loaded:\n\n" + "\n\n".join(
+            f"`{secrets.mask(line)}`" for line in str(exc).splitlines()))
+        st.stop()
+        raise  # unreachable: st.stop() raises
+
+
+def get() -> Ctx:
+    path = config_path()
+    cfg = load_config()
+    _, sampler, store = _resources(str(path), path.stat().st_mtime if path.exists() else 0.0)
+    ident = current()
+    if ident is None:  # pages are only reachable after the sign-in gate in app.py
+        st.stop()
+    tz = None
+    try:
+        tz = st.context.timezone
+    except Exception:  # noqa: BLE001 - no browser (AppTest): UTC
+        tz = None
+    return Ctx(cfg, sampler, store, ident, tz)

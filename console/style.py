@@ -1,0 +1,178 @@
+"""One plotly style for every chart of the console, and how times and metrics are labelled.
+
+Every chart goes through :func:`figure` / :func:`apply`, so a colour or a font changes in one
+place. Times are plotted in UTC; hover labels add the viewer's local time and offset (taken from
+the browser through ``st.context.timezone`` by the caller) so that "14:03 UTC" and "16:03 here"
+are never confused at 3 a.m.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import pandas as pd
+import plotly.graph_objects as go
+
+FONT = "Source Sans Pro, -apple-system, Segoe UI, Helvetica, Arial, sans-serif"
+INK = "#1c2128"
+MUTED = "#6e7781"
+GRID = "#e6e9ed"
+PRIMARY = "#1f6feb"
+STATE_COLOR = {"ok": "#2da44e", "warn": "#d4a72c", "crit": "#cf222e", "unknown": "#8c959f"}
+SERIES = ["#1f6feb", "#8250df", "#bf3989", "#1b7c83", "#953800", "#4d2d00", "#57606a"]
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    label: str
+    unit: str = ""
+    help: str = ""
+
+
+METRICS: dict[str, MetricInfo] = {
+    "depth": MetricInfo("Depth", "items", "items ready to dequeue now"),
+    "rows_total": MetricInfo("Rows in table", "rows"),
+    "oldest_age_s": MetricInfo("Oldest age", "s", "how long the oldest ready item has waited"),
+    "stuck_leases": MetricInfo("Stuck leases", "items", "leased items older than the lease timeout"),
+    "oldest_lease_age_s": MetricInfo("Oldest lease", "s"),
+    "ghost_records": MetricInfo("Ghosts / dead tuples", "rows",
+                                "rows deleted but not yet cleaned up (SQL Server ghosts, PostgreSQL dead tuples)"),
+    "version_ghost_records": MetricInfo("Version ghosts", "rows"),
+    "fragmentation_pct": MetricInfo("Fragmentation", "%", "index fragmentation / bloat estimate"),
+    "page_count": MetricInfo("Pages", "pages"),
+    "watermark_drift": MetricInfo("Watermark drift", "keys",
+                                  "lowest ready key − watermark; below 0 means stranded items"),
+    "lock_waiters": MetricInfo("Lock waiters", "sessions", "sessions waiting on a lock on the queue table"),
+    "lock_timeouts_per_s": MetricInfo("Lock timeouts", "/s"),
+    "lock_wait_max_s": MetricInfo("Longest lock wait", "s"),
+    "stranded_count": MetricInfo("Stranded items", "items", "ready items below the watermark: never dequeued"),
+    "dead_tuples": MetricInfo("Dead tuples", "rows"),
+    "occupancy_pct": MetricInfo("Ring occupancy", "%"),
+    "oldest_snapshot_age_s": MetricInfo("Oldest snapshot", "s"),
+}
+
+
+def label(metric: str) -> str:
+    info = METRICS.get(metric)
+    return info.label if info else metric.replace("_", " ")
+
+
+def unit(metric: str) -> str:
+    info = METRICS.get(metric)
+    return info.unit if info else ""
+
+
+def tzinfo(name: str | None) -> timezone | ZoneInfo:
+    """The viewer's time zone (an IANA name from the browser), UTC when unknown or invalid."""
+    if not name:
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return UTC
+
+
+def offset_text(dt: datetime) -> str:
+    off = dt.utcoffset() or timedelta(0)
+    minutes = int(off.total_seconds() // 60)
+    sign = "+" if minutes >= 0 else "−"
+    return f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def utc_text(ts: datetime | pd.Timestamp | None, tz: str | None = None, seconds: bool = True) -> str:
+    """``2026-11-21 14:03:22 UTC`` (the local time is added by :func:`local_text` where room allows)."""
+    if ts is None or pd.isna(ts):
+        return "never"
+    t = pd.Timestamp(ts)
+    t = t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
+
+
+def local_text(ts: datetime | pd.Timestamp, tz: str | None) -> str:
+    t = pd.Timestamp(ts)
+    t = t.tz_localize("UTC") if t.tzinfo is None else t
+    local = t.to_pydatetime().astimezone(tzinfo(tz))
+    return f"{local:%Y-%m-%d %H:%M:%S} local ({offset_text(local)})"
+
+
+def hover_times(ts: Sequence[datetime] | pd.Series, tz: str | None) -> list[str]:
+    """Per point: the local time and its offset, for ``customdata`` in hover templates."""
+    zone = tzinfo(tz)
+    out = []
+    for t in pd.to_datetime(pd.Series(ts), utc=True):
+        local = t.to_pydatetime().astimezone(zone)
+        out.append(f"{local:%H:%M:%S} local ({offset_text(local)})")
+    return out
+
+
+def apply(fig: go.Figure, *, height: int = 320, title: str | None = None, legend: bool = True) -> go.Figure:
+    """The shared look: white background, light grid, compact margins, UTC axis, unified hover."""
+    fig.update_layout(
+        template="plotly_white",
+        height=height,
+        margin={"l": 8, "r": 8, "t": 40 if title else 12, "b": 8},
+        font={"family": FONT, "size": 13, "color": INK},
+        title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}} if title else None,
+        hovermode="x unified",
+        hoverlabel={"font": {"family": FONT, "size": 12}, "bgcolor": "white"},
+        showlegend=legend,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1,
+                "font": {"size": 12}},
+        colorway=SERIES,
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="white",
+    )
+    fig.update_xaxes(showgrid=True, gridcolor=GRID, linecolor=GRID, tickfont={"color": MUTED},
+                     title_font={"color": MUTED}, zeroline=False)
+    fig.update_yaxes(showgrid=True, gridcolor=GRID, linecolor=GRID, tickfont={"color": MUTED},
+                     title_font={"color": MUTED, "size": 12}, zeroline=False, rangemode="tozero")
+    return fig
+
+
+def figure(**layout: object) -> go.Figure:
+    return apply(go.Figure(), **layout)  # type: ignore[arg-type]
+
+
+def time_trace(ts: Sequence[datetime] | pd.Series, values: Sequence[float | None] | pd.Series, name: str,
+               tz: str | None, color: str | None = None, fmt: str = ",.4~g", suffix: str = "") -> go.Scatter:
+    """A line over UTC time whose hover shows the value, the UTC time and the local time."""
+    n = len(values)
+    return go.Scatter(
+        x=list(pd.to_datetime(pd.Series(ts), utc=True)), y=list(values), name=name,
+        mode="lines+markers" if n < 40 else "lines",  # a few samples must still be visible
+        marker={"size": 5, "color": color} if color else {"size": 5},
+        line={"width": 2, "color": color} if color else {"width": 2},
+        customdata=hover_times(ts, tz),
+        hovertemplate=f"%{{y:{fmt}}}{suffix}<br>%{{x|%H:%M:%S}} UTC · %{{customdata}}<extra>{name}</extra>",
+    )
+
+
+def window_start(ts: pd.Series, now: datetime, window: timedelta) -> datetime:
+    """Where a chart's time axis starts: the window, or the first sample when history is shorter.
+
+    A console started five minutes ago must not squeeze its five minutes into the last pixels of
+    an hour-wide axis.
+    """
+    start = now - window
+    if ts.empty:
+        return start
+    first = pd.to_datetime(ts, utc=True).min().to_pydatetime()
+    if first > start:
+        pad = max(timedelta(seconds=10), (now - first) * 0.05)
+        return max(start, first - pad)
+    return start
+
+
+def threshold_lines(fig: go.Figure, warn: float | None, crit: float | None, row: int | None = None,
+                    col: int | None = None) -> None:
+    """Dashed warn / crit levels, labelled on the right edge."""
+    kwargs = {"row": row, "col": col} if row else {}
+    for level, state, text, where in ((warn, "warn", "warn", "bottom right"), (crit, "crit", "crit", "top right")):
+        if level is None or (state == "warn" and level == crit):
+            continue  # one line when both levels coincide (e.g. one stuck lease is critical)
+        fig.add_hline(y=level, line={"color": STATE_COLOR[state], "dash": "dash", "width": 1},
+                      annotation_text=text, annotation_position=where,
+                      annotation_font={"color": STATE_COLOR[state], "size": 11}, **kwargs)

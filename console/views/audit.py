@@ -1,0 +1,120 @@
+"""Audit: every action anyone took through the console or the CLI, searchable and filterable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from console import chrome, context, style
+
+PERIODS: dict[str, timedelta | None] = {"24 h": timedelta(hours=24), "7 d": timedelta(days=7),
+                                        "30 d": timedelta(days=30), "all": None}
+OUTCOME_COLOR = {"ok": style.STATE_COLOR["ok"], "failed": style.STATE_COLOR["crit"],
+                 "interrupted": "#bc4c00", "refused": "#8250df", "running": style.PRIMARY}
+SEARCHED = ("user_name", "action", "target", "queue", "command", "error", "outcome", "params", "preview")
+
+
+def filter_audit(df: pd.DataFrame, text: str = "", actions: Sequence[str] = (), outcomes: Sequence[str] = (),
+                 users: Sequence[str] = (), queues: Sequence[str] = (), since: datetime | None = None
+                 ) -> pd.DataFrame:
+    """Rows matching every filter; ``text`` is a case-insensitive substring of any searched column.
+
+    The text is matched literally (``regex=False``): typed input is never a pattern.
+    """
+    out = df
+    if since is not None and not out.empty:
+        out = out[out["start_time"] >= pd.Timestamp(since)]
+    for col, chosen in (("action", actions), ("outcome", outcomes), ("user_name", users), ("queue", queues)):
+        if chosen:
+            out = out[out[col].isin(list(chosen))]
+    needle = text.strip().lower()
+    if needle and not out.empty:
+        hit = pd.Series(False, index=out.index)
+        for col in SEARCHED:
+            if col in out.columns:
+                hit |= out[col].astype(str).str.lower().str.contains(needle, regex=False, na=False)
+        out = out[hit]
+    return out
+
+
+def render() -> None:
+    ctx = context.get()
+    chrome.title(ctx, "Audit")
+    df = ctx.store.audit()
+    if ctx.store.error:
+        st.warning(f"The store cannot be read: {ctx.store.error}")
+    if df.empty:
+        st.info("No action has been recorded yet. Every action (preview confirmed, started, finished, "
+                "refused) is written here by the action layer, from the console and from `queueops act`.")
+        return
+    c = st.columns([3, 2, 2, 2, 2, 1.4])
+    text = c[0].text_input("Search", placeholder="user, queue, SQL, error…", key="audit_text")
+    actions = c[1].multiselect("Action", sorted(df["action"].dropna().unique()), key="audit_action")
+    outcomes = c[2].multiselect("Outcome", sorted(df["outcome"].dropna().unique()), key="audit_outcome")
+    users = c[3].multiselect("User", sorted(df["user_name"].dropna().unique()), key="audit_user")
+    queues = c[4].multiselect("Queue", sorted(df["queue"].dropna().unique()), key="audit_queue")
+    period = c[5].selectbox("Period", list(PERIODS), index=1, key="audit_period")
+    delta = PERIODS[period]
+    since = datetime.now(UTC) - delta if delta else None
+    shown = filter_audit(df, text, actions, outcomes, users, queues, since)
+    st.caption(f"{len(shown)} of {len(df)} records")
+    if shown.empty:
+        return
+    _timeline(shown, ctx.tz, since)
+    table = pd.DataFrame({
+        "Start (UTC)": shown["start_time"].dt.strftime("%Y-%m-%d %H:%M:%S"),
+        "Duration": (shown["end_time"] - shown["start_time"]).dt.total_seconds().map(
+            lambda s: "" if pd.isna(s) else f"{s:.1f} s"),
+        "User": shown["user_name"], "Role": shown["role"], "Action": shown["action"],
+        "Target": shown["target"], "Queue": shown["queue"], "Outcome": shown["outcome"],
+        "Rows": shown["rows_affected"], "Error": shown["error"],
+    })
+    event = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="audit_table",
+                         column_config={"Rows": st.column_config.NumberColumn(format="localized"),
+                                        "Error": st.column_config.TextColumn(width="large")})
+    rows = getattr(getattr(event, "selection", None), "rows", None) if event is not None else None
+    rec = shown.iloc[rows[0] if rows else 0]
+    st.subheader(f"Record {rec['id']}: {rec['action']} on {rec['queue']} by {rec['user_name']}")
+    st.caption(f"{style.utc_text(rec['start_time'])} · {style.local_text(rec['start_time'], ctx.tz)} · "
+               f"outcome **{rec['outcome']}**")
+    if rec.get("error"):
+        st.error(rec["error"])
+    st.markdown("**SQL as run**")
+    st.code(rec["command"] or "(none)", language="sql")
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Parameters**")
+        st.json(_json(rec["params"]), expanded=True)
+    with right:
+        st.markdown("**Preview the operator confirmed**")
+        st.json(_json(rec["preview"]), expanded=False)
+
+
+def _json(text: object) -> object:
+    try:
+        return json.loads(str(text or "null"))
+    except ValueError:
+        return str(text)
+
+
+def _timeline(df: pd.DataFrame, tz: str | None, since: datetime | None) -> None:
+    fig = go.Figure()
+    for outcome, d in df.groupby("outcome"):
+        fig.add_trace(go.Scatter(
+            x=list(d["start_time"]), y=list(d["action"]), mode="markers", name=str(outcome),
+            marker={"size": 11, "color": OUTCOME_COLOR.get(str(outcome), style.MUTED), "line": {"width": 0}},
+            customdata=list(zip(d["user_name"], d["queue"], style.hover_times(d["start_time"], tz), strict=True)),
+            hovertemplate="%{y} on %{customdata[1]} by %{customdata[0]}<br>%{x|%Y-%m-%d %H:%M:%S} UTC · "
+                          "%{customdata[2]}<extra>" + str(outcome) + "</extra>"))
+    style.apply(fig, height=180 + 24 * df["action"].nunique(), title="Actions over time")
+    now = datetime.now(UTC)
+    start = since or (df["start_time"].min().to_pydatetime() - timedelta(hours=1))
+    fig.update_layout(hovermode="closest")
+    fig.update_xaxes(range=[start, now])
+    fig.update_yaxes(rangemode="normal", type="category")
+    st.plotly_chart(fig, key="audit_timeline", config={"displayModeBar": False})

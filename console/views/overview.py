@@ -1,0 +1,208 @@
+"""Overview: every queue of every target on one screen, the worst first, refreshing itself.
+
+Health comes from :mod:`console.health` (thresholds of the config); values from the shared live
+sampler (the console works without the collector service); the last hour's sparklines from the
+store's history merged with what the console sampled itself since it started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from console import chrome, context, nav, style
+from console.data import LiveSample, sparkline_series
+from console.health import (
+    WORD,
+    QueueHealth,
+    count_states,
+    format_age,
+    is_stale,
+    judge,
+    queue_health,
+    worst_first,
+)
+from queueops.config import Config
+
+# Overview columns after state / queue / target / kind: (metric, header).
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("depth", "Depth"),
+    ("oldest_age_s", "Oldest age"),
+    ("stuck_leases", "Stuck leases"),
+    ("ghost_records", "Ghosts / dead"),
+    ("fragmentation_pct", "Fragmentation %"),
+    ("watermark_drift", "Watermark drift"),
+    ("lock_waiters", "Lock waiters"),
+)
+CELL_BG = {"crit": "background-color: #ffebe9; color: #a40e26", "warn": "background-color: #fff8c5; color: #7d4e00",
+           "ok": "", "unknown": "background-color: #eaeef2; color: #57606a"}
+STATE_BG = {**CELL_BG, "ok": "color: #1a7f37"}
+SPARK_METRIC = "depth"
+
+
+def judge_all(cfg: Config, sample: LiveSample) -> list[QueueHealth]:
+    """Every configured queue judged from the sample, worst first."""
+    values = sample.values()
+    down = sample.unreachable()
+    return worst_first(queue_health(q, values.get((q.target, q.name), {}), reachable=q.target not in down)
+                       for q in cfg.queues)
+
+
+def table(cfg: Config, healths: list[QueueHealth], spark: Mapping[tuple[str, str], list[float]]
+          ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The overview table (one row per queue, worst first) and, cell by cell, each value's state."""
+    rows, states = [], []
+    for h in healths:
+        q = cfg.queue(h.queue)
+        row: dict[str, object] = {
+            "State": WORD[h.state], "Queue": h.queue, "Target": h.target, "Kind": q.kind,
+            "Why": h.reason or ("no sample: target unreachable" if h.state == "unknown" else ""),
+            "Depth, last hour": spark.get((h.target, h.queue), []),
+        }
+        cell: dict[str, str] = {"State": h.state}
+        for metric, header in COLUMNS:
+            v = h.values.get(metric)
+            row[header] = (format_age(v) if v is not None else "—") if metric == "oldest_age_s" else v
+            thr = q.threshold(metric)
+            cell[header] = judge(v, thr) if v is not None and thr is not None else "ok"
+        rows.append(row)
+        states.append(cell)
+    df = pd.DataFrame(rows)
+    return df, pd.DataFrame(states, index=df.index)
+
+
+def last_seen(sampler_ok: Mapping[str, datetime], store_status: pd.DataFrame, target: str) -> datetime | None:
+    """When a target last answered: the console's own samples or the service's status rows."""
+    seen = [sampler_ok.get(target)]
+    if not store_status.empty:
+        hit = store_status.loc[store_status["target"] == target, "last_ok"]
+        if len(hit) and pd.notna(hit.iloc[0]):
+            seen.append(hit.iloc[0].to_pydatetime())
+    seen = [s for s in seen if s is not None]
+    return max(seen) if seen else None
+
+
+def render() -> None:
+    ctx = context.get()
+    chrome.title(ctx, "Overview")
+
+    @st.fragment(run_every=ctx.cfg.console.refresh_s)
+    def live() -> None:
+        _body(ctx)
+
+    live()
+
+
+def _banners(ctx: context.Ctx, sample: LiveSample, now: datetime) -> None:
+    status = ctx.store.last_status()
+    for target, error in sorted(sample.unreachable().items()):
+        seen = last_seen(ctx.sampler.last_ok, status, target)
+        when = (f"last seen {style.utc_text(seen)} ({format_age((now - seen).total_seconds())} ago)"
+                if seen else "never seen since the console started")
+        st.error(f"**Target `{target}` is unreachable** — {when}.\n\n{error}", icon=":material/cloud_off:")
+    failed = [s for s in sample.status if not s.ok and s.target not in sample.unreachable()]
+    if failed:
+        with st.expander(f":material/warning: {len(failed)} collector(s) failed in the last sample", expanded=False):
+            for s in failed:
+                st.markdown(f"- `{s.target}` · `{s.collector}`{' (timeout)' if s.timeout else ''}: {s.error}")
+    newest = ctx.store.newest_snapshot()
+    if ctx.store.error:
+        st.warning(f"The store cannot be read, history is missing: {ctx.store.error}", icon=":material/database:")
+    elif newest is None:
+        st.info("No history yet: no collector service has written to the store. Values are live samples "
+                "taken by the console, and the sparklines fill in while it runs. Start "
+                "`queueops collect` for history, trends and alerts.", icon=":material/info:")
+    elif is_stale(newest, now, ctx.cfg.schedule.fast_s):
+        st.warning(f"**History is stale**: the newest snapshot in the store is from {style.utc_text(newest)} "
+                   f"({format_age((now - newest).total_seconds())} ago). Is `queueops collect` running? "
+                   "Current values below are live.", icon=":material/schedule:")
+
+
+def _tiles(healths: list[QueueHealth], n_targets: int, n_down: int) -> None:
+    counts = count_states(healths)
+    cols = st.columns(5)
+    cols[0].metric("Critical", counts["crit"], border=True)
+    cols[1].metric("Warning", counts["warn"], border=True)
+    cols[2].metric("Unknown", counts["unknown"], border=True)
+    cols[3].metric("OK", counts["ok"], border=True)
+    cols[4].metric("Targets up", f"{n_targets - n_down} / {n_targets}", border=True)
+
+
+def _body(ctx: context.Ctx) -> None:
+    cfg = ctx.cfg
+    if not cfg.queues:
+        st.info("No queues are configured. Add `[[queues]]` to the config (see examples/queueops.toml).")
+        return
+    sample = ctx.sampler.sample()
+    now = sample.ts
+    _banners(ctx, sample, now)
+    healths = judge_all(cfg, sample)
+    _tiles(healths, len(cfg.targets), len(sample.unreachable()))
+
+    since = now - timedelta(hours=1)
+    stored = ctx.store.history([SPARK_METRIC], since, targets=[t.name for t in cfg.targets])
+    spark = sparkline_series([stored, ctx.sampler.history(SPARK_METRIC)], SPARK_METRIC, since)
+    df, states = table(cfg, healths, spark)
+    shown = [h for m, h in COLUMNS if any(x.values.get(m) is not None for x in healths)]
+    columns = ["State", "Queue", "Target", "Why", "Depth, last hour", *shown, "Kind"]
+    styled = df[columns].style.apply(
+        lambda col: [(STATE_BG if col.name == "State" else CELL_BG)[s] for s in states[col.name]]
+        if col.name in states.columns else [""] * len(col), axis=0)
+    config: dict[str, object] = {
+        "State": st.column_config.TextColumn(width="small", pinned=True),
+        "Queue": st.column_config.TextColumn(pinned=True),
+        "Why": st.column_config.TextColumn(width="medium", help="every metric past a threshold, worst first"),
+        "Depth, last hour": st.column_config.LineChartColumn(width="medium", y_min=0,
+                                                             help="depth over the last hour (max per minute)"),
+        "Fragmentation %": st.column_config.NumberColumn(format="%.1f"),
+        "Oldest age": st.column_config.TextColumn(help="how long the oldest ready item has waited"),
+        "Kind": st.column_config.TextColumn(width="small"),
+    }
+    for header in shown:
+        config.setdefault(header, st.column_config.NumberColumn(format="localized"))
+    event = st.dataframe(styled, hide_index=True, column_config=config, on_select="rerun",
+                         selection_mode="single-row", key="overview_table",
+                         height=min(38 + 35 * len(df), 38 + 35 * 20))
+    st.caption(f"Sampled {style.utc_text(now)} · {style.local_text(now, ctx.tz)} · refreshing every "
+               f"{cfg.console.refresh_s:g} s · select a row to open the queue")
+    rows = getattr(getattr(event, "selection", None), "rows", None) if event is not None else None
+    if rows:
+        nav.open_queue(str(df.iloc[rows[0]]["Queue"]))
+    _problem_charts(ctx, healths, stored, now)
+
+
+def _problem_charts(ctx: context.Ctx, healths: list[QueueHealth], stored: pd.DataFrame, now: datetime) -> None:
+    """The last hour of what is wrong, for each queue that is not ok (the worst six)."""
+    bad = [h for h in healths if h.state in ("crit", "warn") and h.reasons][:6]
+    if not bad:
+        return
+    st.subheader("What is wrong, last hour")
+    since = now - timedelta(hours=1)
+    metrics = sorted({h.reasons[0].metric for h in bad})
+    hist = ctx.store.history(metrics, since, [(h.target, h.queue) for h in bad])
+    live = [ctx.sampler.history(m) for m in metrics]
+    frames = [f for f in [hist, *live] if not f.empty]
+    data = pd.concat([f[["ts", "target", "queue", "metric", "value"]] for f in frames]) if frames else None
+    cols = st.columns(3)
+    for i, h in enumerate(bad):
+        f = h.reasons[0]
+        q = ctx.cfg.queue(h.queue)
+        with cols[i % 3]:
+            fig = go.Figure()
+            if data is not None:
+                d = data[(data["target"] == h.target) & (data["queue"] == h.queue) & (data["metric"] == f.metric)]
+                d = d.sort_values("ts")
+                if not d.empty:
+                    fig.add_trace(style.time_trace(d["ts"], d["value"], style.label(f.metric), ctx.tz,
+                                                   color=style.STATE_COLOR[f.state]))
+            thr = q.threshold(f.metric)
+            if thr is not None:
+                style.threshold_lines(fig, thr.warn, thr.crit)
+            style.apply(fig, height=220, title=f"{h.queue} · {style.label(f.metric)} ({WORD[h.state].lower()})", legend=False)
+            shown = data["ts"] if data is not None else pd.Series(dtype="datetime64[ns, UTC]")
+            fig.update_xaxes(range=[style.window_start(shown, now, now - since), now])
+            st.plotly_chart(fig, key=f"problem_{h.target}_{h.queue}", config={"displayModeBar": False})

@@ -1,0 +1,226 @@
+"""Queue detail: the metrics over a chosen window, what causes them now, what to do, and the actions."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pandas as pd
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from console import chrome, context, style
+from console.data import LiveSample, parse_note
+from console.findings import Recommendation, RootCause, recommend, root_causes
+from console.health import ICON, LABEL, format_value, judge, queue_health
+from console.views import actions_panel
+from queueops.config import Config, Queue
+
+WINDOWS: dict[str, timedelta] = {"15 min": timedelta(minutes=15), "1 h": timedelta(hours=1),
+                                 "6 h": timedelta(hours=6), "24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
+# Charted when there is data for them, in this order.
+CHARTED = ("depth", "oldest_age_s", "stuck_leases", "oldest_lease_age_s", "watermark_drift", "stranded_count",
+           "ghost_records", "dead_tuples", "fragmentation_pct", "lock_waiters", "lock_wait_max_s",
+           "occupancy_pct", "rows_total")
+TILES = ("depth", "oldest_age_s", "stuck_leases", "ghost_records", "fragmentation_pct", "watermark_drift",
+         "lock_waiters", "occupancy_pct")
+BADGE = {"crit": "red", "warn": "orange", "ok": "green", "unknown": "gray"}
+SEV_ICON = {"crit": ":material/error:", "warn": ":material/warning:", "info": ":material/lightbulb:"}
+MAX_POINTS = 600  # per series; longer windows are bucketed (max per bucket: peaks stay visible)
+
+
+def pick_queue(cfg: Config, requested: str | None) -> Queue | None:
+    names = [q.name for q in cfg.queues]
+    if requested in names:
+        return cfg.queue(requested)
+    return cfg.queues[0] if cfg.queues else None
+
+
+def downsample(df: pd.DataFrame, window: timedelta, points: int = MAX_POINTS) -> pd.DataFrame:
+    """At most ``points`` per metric: the max of each time bucket (a spike is never averaged away)."""
+    if df.empty or df.groupby("metric").size().max() <= points:
+        return df
+    bucket = pd.Timedelta(seconds=max(1, int(window.total_seconds() / points)))
+    out = df.assign(ts=df["ts"].dt.floor(bucket)).groupby(["metric", "ts"], as_index=False)["value"].max()
+    return out
+
+
+def series(ctx: context.Ctx, q: Queue, window: timedelta, now: datetime) -> pd.DataFrame:
+    """History from the store plus the console's own live samples, one frame, oldest first."""
+    since = now - window
+    stored = ctx.store.history(CHARTED, since, [(q.target, q.name)])
+    live = [ctx.sampler.history(m) for m in CHARTED]
+    live = [f[(f["target"] == q.target) & (f["queue"] == q.name) & (f["ts"] >= since)] for f in live if not f.empty]
+    frames = [f[["ts", "metric", "value"]] for f in [stored, *live] if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=["ts", "metric", "value"])
+    df = pd.concat(frames, ignore_index=True).dropna(subset=["value"]).sort_values("ts")
+    return downsample(df, window)
+
+
+def causes_for(sample: LiveSample, q: Queue) -> list[RootCause]:
+    """Target-wide root causes plus any JSON-detailed rows of this queue (lock waits and the like)."""
+    rows = [(r.metric, r.value, parse_note(r.note)) for r in sample.target_rows(q.target)]
+    rows += [(r.metric, r.value, parse_note(r.note)) for r in sample.rows
+             if r.target == q.target and r.queue == q.name]
+    return root_causes(rows)
+
+
+def render() -> None:
+    ctx = context.get()
+    cfg = ctx.cfg
+    # A ?queue= that differs from the one this page last wrote is a link (from the overview, a
+    # bookmark): it wins over the selectbox's remembered value.
+    linked = st.query_params.get("queue")
+    if linked and linked != st.session_state.get("qd_synced") and linked in {x.name for x in cfg.queues}:
+        st.session_state["qd_queue"] = linked
+    q = pick_queue(cfg, st.session_state.get("qd_queue") or linked)
+    if q is None:
+        chrome.title(ctx, "Queue detail")
+        st.info("No queues are configured.")
+        return
+    st.query_params["queue"] = q.name
+    st.session_state["qd_synced"] = q.name
+    st.session_state["qd_queue"] = q.name
+    names = [x.name for x in cfg.queues]
+    target = cfg.target(q.target)
+    sample = ctx.sampler.sample()
+    values = sample.values().get((q.target, q.name), {})
+    health = queue_health(q, values, reachable=q.target not in sample.unreachable())
+    chrome.title(ctx, f"Queue {q.name}")
+    row = st.columns([1.2, 4, 1.6], vertical_alignment="center")
+    with row[0]:
+        st.badge(LABEL[health.state], icon=ICON[health.state], color=BADGE[health.state])  # type: ignore[arg-type]
+    with row[2]:
+        st.selectbox("Queue", names, key="qd_queue", label_visibility="collapsed")
+    table = ".".join(x for x in (q.schema_, q.table) if x)
+    st.caption(f"{q.kind} queue · `{table}` on target `{target.name}` ({target.dialect}) · lease timeout "
+               f"{format_value('lease_timeout_s', q.lease_timeout_s)} · sampled {style.utc_text(sample.ts)}")
+    if q.target in sample.unreachable():
+        st.error(f"Target `{q.target}` is unreachable: {sample.unreachable()[q.target]}", icon=":material/cloud_off:")
+    elif health.reasons:
+        st.markdown(" · ".join(f"**{f.text()}**" for f in health.reasons))
+
+    _tiles(q, values)
+
+    st.subheader("Over time")
+    label = st.segmented_control("Window", list(WINDOWS), default="1 h", key="qd_window",
+                                 label_visibility="collapsed") or "1 h"
+    _charts(ctx, q, WINDOWS[label], sample.ts)
+
+    causes = causes_for(sample, q)
+    recs = recommend(q, target.dialect, values, causes)
+    left, right = st.columns(2, gap="large")
+    with left:
+        st.subheader("Root causes now")
+        _causes(causes)
+    with right:
+        st.subheader("Findings and recommendations")
+        _recommendations(recs)
+
+    st.subheader("Actions")
+    actions_panel.render(ctx, q, recs)
+
+
+def _tiles(q: Queue, values: dict[str, float | None]) -> None:
+    shown = [m for m in TILES if values.get(m) is not None]
+    if not shown:
+        return
+    cols = st.columns(len(shown))
+    for col, metric in zip(cols, shown, strict=True):
+        v = values[metric]
+        thr = q.threshold(metric)
+        state = judge(v, thr) if thr is not None else "ok"
+        col.metric(f"{ICON[state] if state != 'ok' else ''} {style.label(metric)}".strip(),
+                   format_value(metric, v), border=True, help=style.METRICS[metric].help
+                   if metric in style.METRICS else None)
+
+
+def _charts(ctx: context.Ctx, q: Queue, window: timedelta, now: datetime) -> None:
+    df = series(ctx, q, window, now)
+    # A metric without thresholds that stayed at zero all window says nothing: leave it out; so
+    # does PostgreSQL's dead_tuples when ghost_records already charts the same figure.
+    have = set(df["metric"])
+    metrics = [m for m in CHARTED if m in have
+               and not (m == "dead_tuples" and "ghost_records" in have)
+               and (q.threshold(m) is not None or df.loc[df["metric"] == m, "value"].abs().max() > 0)]
+    if not metrics:
+        st.info("No samples in this window yet. The console adds a point every refresh; "
+                "`queueops collect` keeps history.")
+        return
+    fig = make_subplots(rows=len(metrics), cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                        subplot_titles=[_subplot_title(q, m) for m in metrics])
+    for i, m in enumerate(metrics, start=1):
+        d = df[df["metric"] == m]
+        thr = q.threshold(m)
+        fig.add_trace(style.time_trace(d["ts"], d["value"], style.label(m), ctx.tz,
+                                       color=style.SERIES[(i - 1) % len(style.SERIES)]), row=i, col=1)
+        if thr is not None:
+            # Draw a level only near the data: a line at 20,000 would flatten a depth of 40 to nothing.
+            top = float(d["value"].max()) if not d.empty else 0.0
+            near = [lv if lv is not None and (lv <= max(top, 1.0) * 2 or thr.direction == "below") else None
+                    for lv in (thr.warn, thr.crit)]
+            style.threshold_lines(fig, near[0], near[1], row=i, col=1)
+    style.apply(fig, height=max(260, 130 * len(metrics) + 40), legend=False)
+    start = style.window_start(df["ts"], now, window)
+    fig.update_xaxes(range=[start, now])
+    for ann in fig.layout.annotations:  # subplot titles: left-aligned like the rest of the page
+        if ann.text and not ann.text.startswith(("warn", "crit")):
+            ann.update(x=0, xanchor="left", font={"size": 13, "color": style.INK})
+    st.plotly_chart(fig, key="qd_chart", config={"displayModeBar": False})
+    note = "" if start <= now - window + timedelta(seconds=1) else " (history starts later: zoomed to it)"
+    st.caption(f"UTC; hover shows your local time. {style.utc_text(start, seconds=False)} → "
+               f"{style.utc_text(now, seconds=False)}{note}")
+
+
+def _subplot_title(q: Queue, metric: str) -> str:
+    text = style.label(metric) + (f" ({style.unit(metric)})" if style.unit(metric) else "")
+    thr = q.threshold(metric)
+    if thr is not None:
+        op = "<" if thr.direction == "below" else "≥"
+        levels = [f"{name} {op} {format_value(metric, lv)}" for name, lv in (("warn", thr.warn), ("crit", thr.crit))
+                  if lv is not None and not (name == "warn" and lv == thr.crit)]
+        if levels:
+            text += f"  <span style='color:{style.MUTED};font-size:11px'>{' · '.join(levels)}</span>"
+    return text
+
+
+def _causes(causes: list[RootCause]) -> None:
+    relevant = [c for c in causes if c.kind in ("snapshot", "blocker")]
+    if not relevant:
+        st.success("No transaction is holding cleanup back and no session blocks this target.",
+                   icon=":material/check_circle:")
+        return
+    for c in relevant:
+        with st.container(border=True):
+            icon = ":material/hourglass_top:" if c.kind == "snapshot" else ":material/block:"
+            st.markdown(f"{icon} **{c.summary}**")
+            d = c.details
+            facts = [f"{k.replace('_', ' ')} **{d[k]}**" for k in ("state", "wait_event", "blocked", "kind")
+                     if d.get(k) not in (None, "")]
+            for key in ("xact_start", "state_change"):
+                if d.get(key):
+                    facts.append(f"{key.replace('_', ' ')} {style.utc_text(pd.Timestamp(d[key]))}")
+            if facts:
+                st.caption(" · ".join(facts))
+            text = next((d[k] for k in ("query", "sql_text", "statement") if d.get(k)), None)
+            if text:
+                st.code(str(text)[:2000], language="sql", wrap_lines=True)
+            with st.expander("Everything the collector saw"):
+                st.json({k: v for k, v in d.items()}, expanded=True)
+
+
+def _recommendations(recs: list[Recommendation]) -> None:
+    if not recs:
+        st.success("Nothing to recommend: every metric is within its thresholds.", icon=":material/check_circle:")
+        return
+    for r in recs:
+        with st.container(border=True):
+            st.markdown(f"{SEV_ICON[r.severity]} **{r.title}**  \n{r.evidence}")
+            st.markdown(r.advice)
+            extra = []
+            if r.action:
+                extra.append(f"action: `{r.action}`")
+            if r.seed:
+                extra.append(f"source: {r.seed}")
+            if extra:
+                st.caption(" · ".join(extra))

@@ -1,0 +1,168 @@
+"""Fixtures of the console tests: a console config on the real lab, its users, the real server.
+
+The console gets its own copy of the lab's config with its own store and users file, so that its
+audit records and snapshots never mix with other test modules sharing the session's lab.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from queueops import config as config_mod
+from queueops import users
+from tests.conftest import ROOT, Lab
+
+OPERATOR = ("oncall", "operator-pass-1", "operator")
+VIEWER = ("watcher", "viewer-pass-1", "viewer")
+ARTIFACTS = ROOT / "artifacts" / "console"
+
+
+@dataclass
+class ConsoleEnv:
+    lab: Lab
+    dir: Path
+    config_path: Path
+
+    def config(self) -> config_mod.Config:
+        return config_mod.load(self.config_path)
+
+    @property
+    def store_path(self) -> Path:
+        return self.dir / "store.db"
+
+    @property
+    def users_path(self) -> Path:
+        return self.dir / "users.toml"
+
+
+def write_console_config(lab: Lab, folder: Path, *, store: Path | None = None) -> Path:
+    """The lab's config with its own store and users file (and the lab's secret by absolute path)."""
+    text = lab.config_path.read_text()
+    store = store or folder / "store.db"
+    text = re.sub(r'(?m)^url = "sqlite:///.*"$', f'url = "sqlite:///{store}"', text, count=1)
+    text = re.sub(r'(?m)^users_file = ".*"$', f'users_file = "{folder / "users.toml"}"', text, count=1)
+    text = text.replace('password = "file:lab.secret"', f'password = "file:{lab.state_dir / "lab.secret"}"')
+    path = folder / "console.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="session")
+def console_env(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> ConsoleEnv:
+    folder = tmp_path_factory.mktemp("console")
+    path = write_console_config(lab, folder)
+    for name, pw, role in (OPERATOR, VIEWER):
+        users.add(folder / "users.toml", name, pw, role)
+    return ConsoleEnv(lab, folder, path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 60, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:  # noqa: S310 - our own local server
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"{url} did not answer within {timeout} s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a process group we started (SIGTERM, then SIGKILL)."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=15)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=5)
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+
+def start_console(config_path: Path, log: Path) -> Server:
+    """``queueops serve`` as a real subprocess on a free port, the way an engineer runs it."""
+    port = free_port()
+    out = open(log, "wb")  # noqa: SIM115 - closed by the process's exit
+    proc = subprocess.Popen([sys.executable, "-m", "queueops.cli", "serve", "--config", str(config_path),
+                             "--port", str(port), "--address", "127.0.0.1"], cwd=ROOT, stdout=out,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/_stcore/health", proc=proc)
+    except Exception:
+        stop(proc)
+        raise
+    return Server(url, proc, log)
+
+
+def start_service(config_path: Path, log: Path) -> subprocess.Popen:
+    """``queueops collect`` (the scheduler) writing snapshots to the console's store."""
+    out = open(log, "wb")  # noqa: SIM115
+    return subprocess.Popen([sys.executable, "-m", "queueops.cli", "collect", "--config", str(config_path),
+                             "--no-lake"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+def copy_for_readme(src: Path, name: str) -> Path:
+    dest = ROOT / "docs" / "img" / name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+    return dest
+
+
+def reset_console(console_env: ConsoleEnv) -> ConsoleEnv:
+    """A clean lab (queues empty, faults off) and an empty console store."""
+    from sqlalchemy import delete
+
+    from queueops.store import open_engine
+    from queueops.store.schema import audit_log, collector_status, snapshots
+
+    console_env.lab.reset()
+    engine = open_engine(console_env.config())
+    with engine.begin() as conn:
+        for table in (snapshots, collector_status, audit_log):
+            conn.execute(delete(table))
+    engine.dispose()
+    return console_env
+
+
+@pytest.fixture()
+def console_lab(console_env: ConsoleEnv) -> ConsoleEnv:
+    return reset_console(console_env)

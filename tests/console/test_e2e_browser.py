@@ -1,0 +1,187 @@
+"""End to end in a real browser: the lab with its workload, the collector service, ``queueops serve``
+as a subprocess, and Debian's Chromium headless driven by Playwright.
+
+Screenshots of every page go to artifacts/console/; the overview and the queue detail are also
+copied to docs/img/ for the README.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from subprocess import Popen
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+from queueops.lab import control
+from tests.console.browser import chromium, exceptions, grid_records, new_page, screenshot, settle, sign_in
+from tests.console.conftest import (
+    OPERATOR,
+    VIEWER,
+    ConsoleEnv,
+    Server,
+    copy_for_readme,
+    reset_console,
+    start_console,
+    start_service,
+    stop,
+)
+
+pytestmark = pytest.mark.browser
+PAGES = {"": "Overview", "queue": "Queue", "audit": "Audit", "trends": "Trends", "settings": "Settings"}
+ACTION_BUTTON = re.compile(r"Preview|Confirm|Requeue|Rebuild|Reset watermark|Archive")
+STUCK_SQL = "SELECT count(*) FROM lab.q_lease WHERE processing_started_at < now() - interval '20 seconds'"
+
+
+@dataclass
+class Stack:
+    env: ConsoleEnv
+    server: Server
+    service: Popen
+    artifacts: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stuck(self) -> int:
+        """Leases older than the lab's lease timeout (20 s), as the database sees them."""
+        with self.env.lab.connect() as conn:
+            return int(conn.execute(STUCK_SQL).fetchone()[0])
+
+
+@pytest.fixture(scope="module")
+def stack(console_env: ConsoleEnv, artifacts: Path) -> Iterator[Stack]:
+    console_lab = reset_console(console_env)
+    lab = console_lab.lab
+    control.start_workload(lab.state_dir, lab.config_path)
+    # On from the start: stuck leases need a lease timeout (20 s) to appear; the first pages
+    # render meanwhile.
+    control.set_fault("dead-consumer", True, lab.state_dir)
+    service = start_service(console_lab.config_path, artifacts / "service.log")
+    server = None
+    try:
+        server = start_console(console_lab.config_path, artifacts / "console.log")
+        yield Stack(console_lab, server, service, artifacts)
+    finally:
+        if server is not None:
+            stop(server.proc)
+        stop(service)
+        control.stop_workload(lab.state_dir)
+        lab.reset()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def operator(browser: Browser, stack: Stack) -> Page:
+    page = new_page(browser)
+    sign_in(page, stack.url, OPERATOR[0], OPERATOR[1])
+    return page
+
+
+def open_page(page: Page, stack: Stack, path: str) -> None:
+    page.goto(f"{stack.url}/{path}")
+    page.locator("h1").first.wait_for()
+    settle(page)
+
+
+def lease_row(page: Page) -> dict[str, str]:
+    return next(r for r in grid_records(page) if r.get("Queue") == "lease")
+
+
+def test_every_page_renders_without_an_exception(operator: Page, stack: Stack) -> None:
+    for path, title in PAGES.items():
+        open_page(operator, stack, path + ("?queue=lease" if path == "queue" else ""))
+        assert operator.locator("h1").first.inner_text().startswith(title)
+        assert exceptions(operator) == [], f"{path}: {exceptions(operator)}"
+        screenshot(operator, stack.artifacts / f"{path or 'overview'}.png")
+
+
+def test_dead_consumer_turns_the_lease_queue_critical(operator: Page, stack: Stack) -> None:
+    assert control.faults(stack.env.lab.state_dir)["dead-consumer"]
+    open_page(operator, stack, "")
+    deadline = time.monotonic() + 120
+    row: dict[str, str] = {}
+    while time.monotonic() < deadline:  # the overview refreshes itself; nobody reloads the page
+        row = lease_row(operator)
+        if row["State"] == "CRITICAL" and row["Stuck leases"] not in ("", "0"):
+            break
+        time.sleep(2)
+    assert row["State"] == "CRITICAL", row
+    assert int(row["Stuck leases"].replace(",", "")) > 0
+    assert "stuck leases" in row["Why"]
+    assert grid_records(operator)[0]["State"] == "CRITICAL"  # worst first
+    assert exceptions(operator) == []
+    time.sleep(3)  # one more refresh so the sparkline and the problem chart have the latest point
+    copy_for_readme(screenshot(operator, stack.artifacts / "overview-dead-consumer.png"), "overview.png")
+    # Selecting the lease queue's row opens its detail page.
+    index = [r["Queue"] for r in grid_records(operator)].index("lease")
+    box = operator.locator("[data-testid='data-grid-canvas']").first.bounding_box()
+    operator.mouse.click(box["x"] + 15, box["y"] + 36 + 35 * index + 17)
+    operator.get_by_role("heading", name="Queue lease").wait_for()
+    settle(operator)
+    assert operator.get_by_text("stuck lease(s)").first.is_visible()
+    copy_for_readme(screenshot(operator, stack.artifacts / "queue-detail-dead-consumer.png"), "queue-detail.png")
+
+
+def test_an_operator_requeues_through_clicks_and_the_stuck_leases_are_gone(operator: Page, stack: Stack) -> None:
+    lab = stack.env.lab
+    control.set_fault("dead-consumer", False, lab.state_dir)  # the items it took stay stuck
+    assert stack.stuck() > 0
+    open_page(operator, stack, "queue?queue=lease")
+    operator.get_by_role("button", name="Preview").click()
+    operator.get_by_role("button", name="Confirm and run requeue").wait_for()
+    settle(operator)
+    code = operator.locator("[data-testid='stCode']").all_inner_texts()
+    assert "SKIP LOCKED" in code[0]
+    # The preview's cutoff (its first parameter): every lease older than it is stuck now.
+    cutoff = re.search(r"'(\d{4}-\d\d-\d\dT[\d:.]+\+00:00)'", code[1]).group(1)
+    with lab.connect() as conn:
+        shown = conn.execute("SELECT count(*) FROM lab.q_lease WHERE processing_started_at < %s::timestamptz",
+                             (cutoff,)).fetchone()[0]
+    assert shown > 0
+    screenshot(operator, stack.artifacts / "requeue-preview.png")
+    operator.get_by_role("button", name="Confirm and run requeue").click()
+    operator.get_by_text(re.compile(r"requeue on lease by oncall \(operator\): ok")).wait_for(timeout=60_000)
+    settle(operator)
+    with lab.connect() as conn:
+        left = conn.execute("SELECT count(*) FROM lab.q_lease WHERE processing_started_at < %s::timestamptz",
+                            (cutoff,)).fetchone()[0]
+    assert left == 0  # every lease that was stuck when the operator looked is released
+    assert operator.get_by_text("Stuck leases: before → after").is_visible()
+    screenshot(operator, stack.artifacts / "requeue-result.png")
+    open_page(operator, stack, "audit")
+    records = grid_records(operator)
+    assert records[0]["Action"] == "requeue" and records[0]["Outcome"] == "ok" and records[0]["User"] == OPERATOR[0]
+    assert int(records[0]["Rows"]) >= shown
+    screenshot(operator, stack.artifacts / "audit-after-requeue.png")
+
+
+def test_a_viewer_sees_no_action_button(browser: Browser, stack: Stack) -> None:
+    page = new_page(browser)
+    sign_in(page, stack.url, VIEWER[0], VIEWER[1])
+    open_page(page, stack, "queue?queue=lease")
+    assert page.get_by_text("signed in as a viewer").is_visible()
+    assert page.get_by_role("button", name=ACTION_BUTTON).count() == 0
+    assert page.locator("[data-testid='stForm']").count() == 0
+    assert exceptions(page) == []
+    screenshot(page, stack.artifacts / "queue-viewer.png")
+    # A reload keeps the sign-in (signed cookie); signing out ends it, reload included.
+    page.reload()
+    page.get_by_role("heading", name="Queue lease").wait_for()
+    page.get_by_role("button", name=re.compile(VIEWER[0])).click()
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_role("button", name="Sign in").wait_for()
+    page.reload()
+    page.get_by_role("button", name="Sign in").wait_for()
+    assert page.get_by_role("heading", name="Queue lease").count() == 0
+    page.context.close()

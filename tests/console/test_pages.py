@@ -1,0 +1,260 @@
+"""Every page's logic in Streamlit's AppTest, against the real lab database (no browser).
+
+Each page runs as its own small script (``AppTest.from_function``) with a signed-in identity in the
+session, the way app.py runs it after the sign-in gate; the gate itself runs through app.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ROOT
+from tests.console.conftest import OPERATOR, VIEWER, ConsoleEnv
+
+TIMEOUT = 60
+
+
+def _page(module: str) -> None:
+    import importlib
+
+    importlib.import_module(module).render()
+
+
+def page(module: str, role: str = "operator", **query: str) -> AppTest:
+    at = AppTest.from_function(_page, args=(module,), default_timeout=TIMEOUT)
+    at.session_state["qo_identity"] = {"name": "oncall" if role == "operator" else "watcher", "role": role,
+                                       "method": "local"}
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+@pytest.fixture()
+def env(console_lab: ConsoleEnv, monkeypatch: pytest.MonkeyPatch) -> Iterator[ConsoleEnv]:
+    import streamlit as st
+
+    monkeypatch.setenv("QUEUEOPS_CONFIG", str(console_lab.config_path))
+    st.cache_resource.clear()  # the live sampler is shared on purpose; each test wants a fresh one
+    yield console_lab
+
+
+def stuck_leases(env: ConsoleEnv, n: int, ready: int = 0) -> None:
+    with env.lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_lease (created_at, processing_started_at) "
+                     "SELECT now() - interval '5 min', now() - interval '2 min' FROM generate_series(1, %s)", (n,))
+        if ready:
+            conn.execute("INSERT INTO lab.q_lease (created_at) SELECT now() FROM generate_series(1, %s)", (ready,))
+
+
+def count_stuck(env: ConsoleEnv) -> int:
+    with env.lab.connect() as conn:
+        return conn.execute("SELECT count(*) FROM lab.q_lease WHERE processing_started_at < now() - interval '20 s'"
+                            ).fetchone()[0]
+
+
+def texts(at: AppTest) -> str:
+    parts = [e.value for e in (*at.markdown, *at.caption, *at.info, *at.warning, *at.error, *at.success)]
+    parts += [str(e.value) for e in at.metric]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_sign_in_gate_with_the_users_file(env: ConsoleEnv) -> None:
+    at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert at.text_input(key="qo_user") is not None and "qo_identity" not in at.session_state
+    at.text_input(key="qo_user").input(OPERATOR[0])
+    at.text_input(key="qo_password").input("wrong password")
+    at.button[0].click().run()
+    assert "Unknown user or wrong password." in [e.value for e in at.error]
+    assert "qo_identity" not in at.session_state
+    at.text_input(key="qo_user").input(OPERATOR[0])
+    at.text_input(key="qo_password").input(OPERATOR[1])
+    at.button[0].click().run()
+    assert not at.exception
+    ident = at.session_state["qo_identity"]
+    assert (ident.name, ident.role, ident.method) == (OPERATOR[0], "operator", "local")
+    assert [t.value for t in at.title][0] == "Overview"  # the default page after sign-in
+
+
+def test_overview_shows_every_queue_worst_first_with_the_lease_queue_critical(env: ConsoleEnv) -> None:
+    stuck_leases(env, 3)
+    at = page("console.views.overview")
+    assert not at.exception
+    df = at.dataframe[0].value
+    df = df.data if hasattr(df, "data") else df  # a Styler in, a frame out
+    assert set(df["Queue"]) == {"delete", "status", "lease", "due", "ring"}
+    assert df.iloc[0]["Queue"] == "lease" and df.iloc[0]["State"] == "CRITICAL"
+    assert "stuck leases 3" in df.iloc[0]["Why"]
+    assert (df.iloc[1:]["State"] != "CRITICAL").all()
+    crit = next(m for m in at.metric if m.label == "Critical")
+    assert crit.value == "1"
+    assert "No history yet" in texts(at)  # no service has written the store
+
+
+def test_overview_says_when_a_target_is_unreachable(env: ConsoleEnv, tmp_path, monkeypatch) -> None:
+    text = env.config_path.read_text().replace(f"127.0.0.1:{env.lab.info.port}", "127.0.0.1:9")
+    bad = tmp_path / "down.toml"
+    bad.write_text(text)
+    monkeypatch.setenv("QUEUEOPS_CONFIG", str(bad))
+    at = page("console.views.overview")
+    assert not at.exception
+    assert any("Target `lab` is unreachable" in e.value for e in at.error)
+    df = at.dataframe[0].value
+    df = df.data if hasattr(df, "data") else df
+    assert set(df["State"]) == {"UNKNOWN"}
+
+
+def test_queue_detail_shows_findings_and_an_operator_requeues(env: ConsoleEnv) -> None:
+    stuck_leases(env, 4, ready=2)
+    at = page("console.views.queue_detail", queue="lease")
+    assert not at.exception
+    assert at.title[0].value == "Queue lease"
+    body = texts(at)
+    assert "4 stuck lease(s)" in body and "action: `requeue`" in body
+    assert len(at.get("plotly_chart")) == 1
+    # Preview: the exact SQL, its parameters and the count, before anything runs.
+    at.button(key="FormSubmitter:act_form_lease_requeue-Preview").click().run()
+    assert not at.exception
+    assert any("SKIP LOCKED" in c.value for c in at.code)
+    assert next(m for m in at.metric if m.label == "Rows / objects it touches").value == "4"
+    assert count_stuck(env) == 4  # a preview changes nothing
+    at.button(key="act_run").click().run()
+    assert not at.exception
+    assert count_stuck(env) == 0
+    assert any("requeue" in s.value and "ok" in s.value and "4 row(s)" in s.value for s in at.success)
+    after = next(m for m in at.metric if m.label.startswith("Stuck leases: before"))
+    assert after.value == "0" and "was 4" in after.delta
+
+
+def test_a_viewer_sees_findings_but_no_action_button(env: ConsoleEnv) -> None:
+    stuck_leases(env, 2)
+    at = page("console.views.queue_detail", role="viewer", queue="lease")
+    assert not at.exception
+    assert "2 stuck lease(s)" in texts(at)
+    assert [b.label for b in at.button] == ["Sign out"]  # no Preview, no Confirm, no action at all
+    assert [g.key for g in at.get("button_group")] == ["qd_window"]  # the chart window, not an action choice
+    assert len(at.get("form")) == 0
+    assert "signed in as a viewer" in texts(at)
+
+
+def test_audit_page_lists_and_searches_actions(env: ConsoleEnv) -> None:
+    from queueops import actions, roles
+
+    stuck_leases(env, 1)
+    cfg = env.config()
+    plan = actions.plan(cfg, "requeue", "lease")
+    actions.execute(cfg, plan, actor=roles.Actor(OPERATOR[0], "operator", "test"))
+    refused = actions.plan(cfg, "requeue", "lease")
+    actions.execute(cfg, refused, actor=roles.Actor(VIEWER[0], "viewer", "test"))
+    at = page("console.views.audit")
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert sorted(table["Outcome"]) == ["ok", "refused"]
+    at.text_input(key="audit_text").input(VIEWER[0]).run()
+    table = at.dataframe[0].value
+    assert list(table["Outcome"]) == ["refused"] and list(table["User"]) == [VIEWER[0]]
+    assert any("only operators" in e.value for e in at.error)  # the selected record's error
+
+
+def test_trends_without_gold_tables_says_how_to_produce_them(env: ConsoleEnv) -> None:
+    at = page("console.views.trends")
+    assert not at.exception
+    assert "queueops pipeline run" in texts(at)
+
+
+def test_settings_masks_secrets_and_tests_the_connection(env: ConsoleEnv) -> None:
+    at = page("console.views.settings")
+    assert not at.exception
+    secret = (env.lab.state_dir / "lab.secret").read_text().strip()
+    at.button(key="test_lab").click().run()
+    assert not at.exception
+    assert any("Connected in" in s.value and "every queue table" in s.value for s in at.success)
+    everything = texts(at) + "\n".join(str(j.value) for j in at.json)
+    assert secret not in everything
+
+
+def write_gold(out: Path) -> None:
+    """Gold tables in the pipeline's layout (pipeline/gold.py) with its column lists, as Spark writes
+    them: partition columns in the folder names, not in the files."""
+    import pandas as pd
+
+    from pipeline.findings import FINDING_COLUMNS
+    from pipeline.fleet import FLEET_COLUMNS
+    from pipeline.forecasts import FORECAST_COLUMNS
+    from pipeline.rollups import ROLLUP_COLUMNS
+
+    now = pd.Timestamp.now(tz="UTC").floor("h")
+    hours = [now - pd.Timedelta(hours=i) for i in range(3, 0, -1)]
+    for i, h in enumerate(hours):
+        rows = [{c: None for c in ROLLUP_COLUMNS} | {
+            "window": "1h", "window_start": h, "window_end": h + pd.Timedelta(hours=1), "target": "lab",
+            "database": "db", "queue": "lease", "metric": "depth", "samples": 720, "min": 1.0 + i,
+            "mean": 5.0 + i, "max": 9.0 + i, "p95": 8.0 + i}]
+        df = pd.DataFrame(rows).drop(columns=["window", "date", "hour"])
+        folder = out / "rollups" / "window=1h" / f"date={h:%Y-%m-%d}" / f"hour={h:%H}"
+        folder.mkdir(parents=True)
+        df.to_parquet(folder / "part-00000.parquet")
+    h = hours[-1]
+    finding = {c: None for c in FINDING_COLUMNS} | {
+        "rule": "stuck_leases_persist", "severity": "crit", "target": "lab", "database": "db", "queue": "lease",
+        "metric": "stuck_leases", "hour_start": h, "value": 7.0, "summary": "7 stuck leases for 12 cycles",
+        "action": "requeue", "evidence": "{}"}
+    folder = out / "findings" / f"date={h:%Y-%m-%d}" / f"hour={h:%H}"
+    folder.mkdir(parents=True)
+    pd.DataFrame([finding]).drop(columns=["date", "hour"]).to_parquet(folder / "part-00000.parquet")
+    forecast = {c: None for c in FORECAST_COLUMNS} | {
+        "as_of": now, "target": "lab", "queue": "delete", "metric": "depth", "status": "ok", "hours_to_crit": 3.5,
+        "last_value": 900.0, "crit": 20000.0, "r2": 0.93}
+    (out / "forecasts").mkdir(parents=True)
+    pd.DataFrame([forecast]).to_parquet(out / "forecasts" / "part-00000.parquet")
+    fleet = {c: None for c in FLEET_COLUMNS} | {"as_of": now, "problem": "stuck_leases", "rank": 1,
+                                                 "target": "lab", "queue": "lease", "value": 7.0, "detail": "peak"}
+    (out / "fleet").mkdir(parents=True)
+    pd.DataFrame([fleet]).to_parquet(out / "fleet" / "part-00000.parquet")
+
+
+def test_trends_reads_the_gold_tables(env: ConsoleEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "gold"
+    write_gold(out)
+    cfg = tmp_path / "with-gold.toml"
+    cfg.write_text(env.config_path.read_text() + f'\n[pipeline]\nout = "{out}"\n')
+    monkeypatch.setenv("QUEUEOPS_CONFIG", str(cfg))
+    at = page("console.views.trends")
+    assert not at.exception
+    assert "No gold tables" not in texts(at)
+    assert len(at.get("plotly_chart")) == 4  # fleet, forecasts, findings, hourly rollup
+    findings = at.dataframe[0].value
+    assert list(findings["Rule"]) == ["stuck_leases_persist"] and list(findings["Recommended action"]) == ["requeue"]
+    assert "Last hour: mean 7" in texts(at)  # the newest of the three hourly rollups
+
+
+def test_queue_detail_switches_queue_with_the_selector(env: ConsoleEnv) -> None:
+    at = page("console.views.queue_detail", queue="lease")
+    assert at.title[0].value == "Queue lease"
+    at.selectbox(key="qd_queue").select("delete").run()
+    assert not at.exception
+    assert at.title[0].value == "Queue delete"
+    assert at.query_params["queue"] == ["delete"] or at.query_params["queue"] == "delete"
+
+
+def test_overview_says_when_history_is_stale(env: ConsoleEnv) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from queueops.rows import SnapshotRow
+    from queueops.store import open_engine
+    from queueops.store.schema import snapshots
+    from queueops.store.writer import bulk_insert, snapshot_dict
+
+    old = datetime.now(UTC) - timedelta(minutes=40)
+    engine = open_engine(env.config())
+    with engine.begin() as conn:
+        bulk_insert(conn, snapshots, [snapshot_dict(SnapshotRow(old, "lab", "db", "lease", "depth", 3.0, "exact"))])
+    engine.dispose()
+    at = page("console.views.overview")
+    assert not at.exception
+    stale = [w.value for w in at.warning if "History is stale" in w.value]
+    assert stale and "40 min" in stale[0] and "queueops collect" in stale[0]

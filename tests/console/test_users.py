@@ -1,0 +1,114 @@
+"""The local users file (scrypt hashes), the CLI that manages it, and the console's session token."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.auth import make_token, read_token, role_for
+from queueops import users
+from queueops.commands.serve import config_options, streamlit_command
+from queueops.config import parse
+from tests.conftest import ROOT
+
+
+def test_add_verify_and_the_file_holds_no_password(tmp_path: Path) -> None:
+    path = tmp_path / "users.toml"
+    users.add(path, "alice", "correct horse", "operator")
+    users.add(path, "bob", "battery staple", "viewer")
+    text = path.read_text()
+    assert "correct horse" not in text and "battery staple" not in text
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    table = users.load(path)
+    assert users.verify(table, "alice", "correct horse").role == "operator"  # type: ignore[union-attr]
+    assert users.verify(table, "alice", "wrong") is None
+    assert users.verify(table, "nobody", "correct horse") is None
+    assert table["alice"].salt != table["bob"].salt  # per-user salt
+
+
+def test_same_password_different_hashes(tmp_path: Path) -> None:
+    a = users.make_user("a", "same-password", "viewer")
+    b = users.make_user("b", "same-password", "viewer")
+    assert a.hash != b.hash
+
+
+def test_bad_input_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    path = tmp_path / "users.toml"
+    with pytest.raises(users.UsersError, match="user name"):
+        users.add(path, 'x"; DROP', "long enough", "viewer")
+    with pytest.raises(users.UsersError, match="role"):
+        users.add(path, "carol", "long enough", "admin")
+    with pytest.raises(users.UsersError, match="too short"):
+        users.add(path, "carol", "short", "viewer")
+    users.add(path, "carol", "long enough", "viewer")
+    with pytest.raises(users.UsersError, match="already exists"):
+        users.add(path, "carol", "long enough", "viewer")
+    path.write_text('[users.dave]\nrole = "root"\nsalt = "00"\nhash = "00"\n')
+    with pytest.raises(users.UsersError, match=r"users\.dave: role = 'root'"):
+        users.load(path)
+    with pytest.raises(users.UsersError, match="not found"):
+        users.load(tmp_path / "missing.toml")
+
+
+def test_demo_users_are_created_once_and_never_overwritten(tmp_path: Path) -> None:
+    path = tmp_path / "users.toml"
+    assert users.ensure_demo_users(path)
+    table = users.load(path)
+    for name, pw, role in users.DEMO_USERS:
+        assert users.verify(table, name, pw).role == role  # type: ignore[union-attr]
+    users.remove(path, "viewer")
+    assert not users.ensure_demo_users(path)
+    assert "viewer" not in users.load(path)
+
+
+def test_users_cli(tmp_path: Path) -> None:
+    path = tmp_path / "users.toml"
+
+    def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "queueops.cli", "users", "--file", str(path), *args],
+                              input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+    r = cli("add", "erin", "--role", "operator", "--password-stdin", stdin="erin-password\n")
+    assert r.returncode == 0, r.stderr
+    assert cli("list").stdout.strip() == "erin\toperator"
+    assert users.verify(users.load(path), "erin", "erin-password") is not None
+    r = cli("passwd", "erin", "--password-stdin", stdin="new-password\n")
+    assert r.returncode == 0, r.stderr
+    assert users.verify(users.load(path), "erin", "new-password").role == "operator"  # type: ignore[union-attr]
+    r = cli("add", "bad name", "--password-stdin", stdin="whatever-pass\n")
+    assert r.returncode == 1 and "user name" in r.stderr
+    assert cli("remove", "erin").returncode == 0
+    assert cli("remove", "erin").returncode == 1
+
+
+def test_session_token_roundtrip_tamper_and_expiry() -> None:
+    key = b"k" * 32
+    token = make_token(key, "alice", now=1000.0, ttl_s=60)
+    assert read_token(key, token, now=1030.0) == "alice"
+    assert read_token(key, token, now=1061.0) is None  # expired
+    assert read_token(b"x" * 32, token, now=1030.0) is None  # another server's key
+    payload, sig = token.split(".")
+    forged = make_token(key, "mallory", now=1000.0).split(".")[0] + "." + sig
+    assert read_token(key, forged, now=1030.0) is None
+    assert read_token(key, "garbage", now=0) is None and read_token(key, None, now=0) is None
+
+
+def test_oidc_users_are_viewers_unless_listed() -> None:
+    cfg = parse({"targets": [{"name": "t", "dialect": "postgresql", "url": "postgresql://u@h/d"}],
+                 "identity": {"roles": {"ops@example.com": "operator"}, "default_role": "operator"}})
+    assert role_for(cfg, "ops@example.com") == "operator"
+    assert role_for(cfg, "someone@example.com", "Some One") == "viewer"
+
+
+def test_serve_passes_the_project_theme_and_an_absolute_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = config_options()
+    assert opts["theme.primaryColor"] == "#1f6feb"
+    monkeypatch.chdir(tmp_path)
+    cmd, env = streamlit_command("cfg/queueops.toml", 8123)
+    assert env["QUEUEOPS_CONFIG"] == str(tmp_path / "cfg" / "queueops.toml")
+    joined = " ".join(cmd)
+    assert "--theme.primaryColor #1f6feb" in joined and "--server.port 8123" in joined
+    assert cmd.count("--server.headless") == 1
