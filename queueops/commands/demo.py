@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,10 +30,21 @@ def _demo(args: argparse.Namespace) -> int:
     except LabError as exc:
         return fail(str(exc))
     children: list[subprocess.Popen[bytes]] = []
-    cmd, env = streamlit_command(info["config"], args.port)
-    children.append(subprocess.Popen(cmd, env=env, start_new_session=True))
-    print(f"\n  queueops console: http://localhost:{args.port}\n  lab config: {info['config']}\n"
-          "  Ctrl-C stops the console, the workload and the database.\n", flush=True)
+    try:
+        # The collector service fills the store, so history charts and alerts work from the start.
+        service_log = open(state / "service.log", "ab")  # noqa: SIM115 - handed to the child
+        children.append(subprocess.Popen(
+            [sys.executable, "-m", "queueops.cli", "collect", "--config", info["config"]],
+            stdout=service_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+        cmd, env = streamlit_command(info["config"], args.port)
+        children.append(subprocess.Popen(cmd, env=env, start_new_session=True))
+    except BaseException:
+        _stop_all(children, state)
+        raise
+    print(f"\n  queueops console: http://localhost:{args.port}\n"
+          "  sign in as operator / queueops-operator (or viewer / queueops-viewer)\n"
+          f"  lab config: {info['config']}   service log: {state / 'service.log'}\n"
+          "  Ctrl-C stops the console, the collector service, the workload and the database.\n", flush=True)
 
     def _term(*_: object) -> None:
         raise KeyboardInterrupt
@@ -44,14 +56,19 @@ def _demo(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        for c in children:
-            with contextlib.suppress(ProcessLookupError):
-                c.terminate()
-        for c in children:
-            try:
-                c.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                c.kill()
-        control.stop(state)
-        print("demo stopped: console, workload and database are down.")
+        _stop_all(children, state)
     return 0
+
+
+def _stop_all(children: list[subprocess.Popen[bytes]], state: Path) -> None:
+    """Stop the console and the service, then the workload and the database: nothing left behind."""
+    for c in children:
+        with contextlib.suppress(ProcessLookupError):
+            c.terminate()
+    for c in children:
+        try:
+            c.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            c.kill()
+    control.stop(state)
+    print("demo stopped: console, service, workload and database are down.", flush=True)
