@@ -49,7 +49,9 @@ def _demo(args: argparse.Namespace) -> int:
     def _term(*_: object) -> None:
         raise KeyboardInterrupt
 
+    # Explicit handlers: a demo started from a script may inherit SIGINT as ignored.
     signal.signal(signal.SIGTERM, _term)
+    signal.signal(signal.SIGINT, _term)
     try:
         while all(c.poll() is None for c in children):
             time.sleep(0.5)
