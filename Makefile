@@ -13,6 +13,7 @@ help:
 	@echo "make test   install everything and run the whole test suite"
 	@echo "make lint   ruff"
 	@echo "make bench  run the benchmarks (JSON on stdout)"
+	@echo "make soak   a 20-minute soak: faults, service, exporter, actions (JSON on stdout)"
 	@echo "make clean  stop the lab and remove .venv and .queueops"
 
 $(STAMP):
@@ -37,6 +38,9 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/collect_cycle.py
+
+soak: setup
+	$(BIN)/python benchmarks/soak.py
 
 clean:
 	-$(BIN)/queueops lab stop

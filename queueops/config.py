@@ -155,11 +155,17 @@ class Store(_Model):
     url: str = "sqlite:///.queueops/store.db"
     retention_days: float = Field(default=14, gt=0)
     buffer_rows: int = Field(default=100_000, gt=0)
+    # Retention pruning: how often, and rows per DELETE (small batches keep SQLite's writer lock
+    # and PostgreSQL's transactions short while the service keeps writing).
+    prune_every_s: float = Field(default=3600, gt=0)
+    prune_batch: int = Field(default=5000, gt=0, le=1_000_000)
 
 
 class Lake(_Model):
     path: str = ".queueops/lake"
     export_every_s: float = Field(default=3600, gt=0)
+    # An hour is "closed" this long after it ends, so the rows of a cycle in flight at :59 are in.
+    close_grace_s: float = Field(default=60, ge=0)
 
 
 class Schedule(_Model):
@@ -167,6 +173,9 @@ class Schedule(_Model):
     slow_s: float = Field(default=300, gt=0)
     collectors: dict[str, float] = Field(default_factory=dict)
     misfire_grace_s: float = Field(default=30, gt=0)
+    # A target that cannot be reached: full connection attempts back off exponentially up to this,
+    # while a cheap TCP probe every interval notices the server's return at once.
+    backoff_max_s: float = Field(default=300, gt=0)
 
 
 class AlertRule(_Model):
@@ -183,6 +192,11 @@ class Alerts(_Model):
     webhook_url: str | None = None
     log: bool = True
     rules: list[AlertRule] = Field(default_factory=list)
+    # Each queue's thresholds (or DEFAULT_THRESHOLDS) become rules unless an explicit rule covers
+    # the same metric and queue.
+    thresholds: bool = True
+    thresholds_for_s: float = Field(default=0, ge=0)
+    webhook_timeout_s: float = Field(default=5, gt=0, le=60)
 
 
 class Identity(_Model):
@@ -204,6 +218,28 @@ class Report(_Model):
     daily_at: str | None = None
 
 
+class Pipeline(_Model):
+    """The Spark pipeline (``queueops pipeline run``): where gold tables go, how Spark runs, and
+    overrides of the rule parameters by name (see ``pipeline/params.py``)."""
+
+    out: str = ".queueops/gold"
+    master: str | None = None  # default local[*]; e.g. spark://host:7077, yarn
+    driver_memory: str = Field(default="1g", pattern=r"^[0-9]+[kmgtKMGT]?$")
+    shuffle_partitions: int = Field(default=4, ge=1, le=100_000)
+    params: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("params")
+    @classmethod
+    def _known_params(cls, v: dict[str, float]) -> dict[str, float]:
+        from pipeline.params import Params
+
+        try:
+            Params().with_overrides(v)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+
 class Config(_Model):
     targets: list[Target] = Field(min_length=1)
     queues: list[Queue] = Field(default_factory=list)
@@ -214,6 +250,7 @@ class Config(_Model):
     identity: Identity = Field(default_factory=Identity)
     console: Console = Field(default_factory=Console)
     report: Report = Field(default_factory=Report)
+    pipeline: Pipeline = Field(default_factory=Pipeline)
     # Where the file was read from; relative paths (secrets, store, lake) resolve against it.
     source: str | None = Field(default=None, exclude=True)
 
