@@ -1,0 +1,238 @@
+"""Rollups of narrow snapshot rows: per target, queue, metric and window (5 min, hour, day).
+
+Each window has ``samples`` (non-null values), ``min``, ``mean``, ``max``, ``p95``
+(``percentile_approx``), ``sum``, ``first`` / ``last`` (values at ``first_ts`` / ``last_ts``),
+``slope_per_s`` (least-squares trend within the window) and, for root-cause and fragmentation
+metrics, ``peak_note`` (the note of the peak value: the holding session, the index). Cumulative
+counters also get ``delta`` (increase over the window), ``covered_s`` (seconds of intervals that
+produced a delta), ``rate_per_s`` and ``resets``.
+
+Counter semantics (SQL Server /sec counters are running totals):
+
+* each sample closes an interval that started at the key's previous sample; the interval belongs
+  to the window holding its end;
+* a drop (``value < previous``) is a restart: the delta is the new value (counted from zero),
+  never a negative rate, and ``resets`` counts it;
+* an interval longer than ``max_gap_s`` is a gap: its increase is unknown and not attributed, so
+  rates are over covered time only. Windows without samples have no row (nothing is invented).
+
+Hours are computed from raw rows; the day is derived from the hourly rows (exact for every column
+but ``p95``, which merges each hour's quantile sketch -- rank error about ``sketch_step_pct`` % --
+and ``slope_per_s``, left empty). That keeps an incremental run's cost at the hours it recomputes,
+whatever the day's size.
+
+Expressions are written as SQL text: one py4j call per column instead of a dozen keeps planning
+cheap, which is most of the cost on small incremental runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+
+from pipeline import metrics as m
+from pipeline.params import Params
+
+KEYS = ["target", "database", "queue", "metric"]
+LAKE_SCHEMA = StructType([
+    StructField("ts", TimestampType(), True),
+    StructField("target", StringType(), True),
+    StructField("database", StringType(), True),
+    StructField("queue", StringType(), True),
+    StructField("metric", StringType(), True),
+    StructField("value", DoubleType(), True),
+    StructField("note", StringType(), True),
+])
+WINDOW_SECONDS = {"5m": 300, "1h": 3600, "1d": 86400}
+ROLLUP_SCHEMA = (
+    "window string, window_start timestamp, window_end timestamp, target string, database string, "
+    "queue string, metric string, samples bigint, min double, mean double, max double, p95 double, "
+    "sum double, first double, last double, first_ts timestamp, last_ts timestamp, slope_per_s double, "
+    "peak_note string, delta double, covered_s double, rate_per_s double, resets int, "
+    "quantiles array<double>, date string, hour string")
+ROLLUP_COLUMNS = [c.split()[0] for c in ROLLUP_SCHEMA.split(", ")]
+
+
+def sql_list(names: Sequence[str]) -> str:
+    """Metric names (constants of :mod:`pipeline.metrics`) as a SQL list of string literals."""
+    for n in names:
+        if not n.replace("_", "").replace(":", "").isalnum():
+            raise ValueError(f"unexpected metric name {n!r}")
+    return ", ".join(f"'{n}'" for n in names)
+
+
+def floor_sql(col: str, seconds: int) -> str:
+    """Start of the fixed ``seconds`` window holding a timestamp (UTC, epoch-aligned)."""
+    return f"timestamp_micros(unix_micros({col}) - pmod(unix_micros({col}), {seconds * 1_000_000}L))"
+
+
+def epoch_s(col: str) -> F.Column:
+    return F.expr(f"unix_micros({col}) / 1e6")
+
+
+def read_lake(spark, files: Sequence[str]) -> DataFrame:  # noqa: ANN001 - SparkSession
+    """The lake's rows from these data files, with the contract's schema (no inference)."""
+    return spark.read.schema(LAKE_SCHEMA).parquet(*files)
+
+
+def prepare(raw: DataFrame, scope: Sequence[datetime] | None = None) -> DataFrame:
+    """Clean rows and mark which are in scope (their hour is being computed) versus margin rows.
+
+    Rows without a time, target or metric cannot be placed and are dropped; a missing queue or
+    database is the empty string (target-wide). ``scope=None`` puts every row in scope.
+    """
+    if scope is None:
+        in_scope = "true"
+    else:
+        # Literals as epoch micros: a naive datetime would be read in the driver's local time zone.
+        micros = sorted({int(h.replace(tzinfo=h.tzinfo or UTC).timestamp()) * 1_000_000 for h in scope})
+        in_scope = (f"unix_micros(hour_start) IN ({', '.join(f'{u}L' for u in micros)})" if micros else "false")
+    return (raw.where("ts IS NOT NULL AND target IS NOT NULL AND metric IS NOT NULL")
+            .selectExpr("ts", "target", "coalesce(database, '') AS database", "coalesce(queue, '') AS queue",
+                        "metric", "value", "note", f"{floor_sql('ts', 3600)} AS hour_start")
+            .selectExpr("*", f"{in_scope} AS in_scope"))
+
+
+def with_deltas(df: DataFrame, params: Params) -> DataFrame:
+    """Per-interval ``delta`` / ``covered_s`` / ``reset`` for counters (null for gauges).
+
+    Only counter rows (and the target's epoch rows) are sorted; gauges pass through without a
+    shuffle. Each counter sample takes the target's latest epoch (``sqlserver_start_time``,
+    ``stats_reset``) within ``max_gap_s``: an epoch that changed between two samples is a
+    restart even when the total did not drop. A counter whose note says an instant
+    ``cntr_type`` is a level, not a total: no delta. Margin rows must be present so that the
+    first interval of a recomputed hour finds its previous sample; the rollups keep only
+    ``in_scope`` rows afterwards.
+    """
+    counter = m.counter_sql()
+    gauges = df.where(f"NOT {counter}").selectExpr(
+        "*", "CAST(NULL AS DOUBLE) AS delta", "CAST(NULL AS DOUBLE) AS covered_s", "CAST(NULL AS INT) AS reset")
+    gap_us = int(params.max_gap_s * 1e6)
+    instant = ", ".join(str(t) for t in m.INSTANT_CNTR_TYPES)
+    cols = list(df.columns)
+    epochs = sql_list(m.EPOCHS)
+    # One scan for counters and epochs: each counter sample takes the latest epoch as of its time.
+    both = df.where(f"value IS NOT NULL AND ({counter} OR (metric IN ({epochs}) AND queue = ''))").selectExpr(
+        *cols, f"metric IN ({epochs}) AS is_epoch")
+    asof = (f"last(CASE WHEN is_epoch THEN value END, true) OVER (PARTITION BY target, database "
+            f"ORDER BY unix_micros(ts) RANGE BETWEEN {gap_us} PRECEDING AND CURRENT ROW)")
+    w = "OVER (PARTITION BY target, database, queue, metric ORDER BY ts, value)"
+    lagged = (both.selectExpr(*cols, "is_epoch", f"{asof} AS epoch")
+              .where("NOT is_epoch")
+              .selectExpr(*cols, "epoch", f"lag(ts) {w} AS prev_ts", f"lag(value) {w} AS prev_v",
+                          f"lag(epoch) {w} AS prev_epoch"))
+    valid = (f"(prev_ts IS NOT NULL AND unix_micros(ts) > unix_micros(prev_ts) "
+             f"AND unix_micros(ts) - unix_micros(prev_ts) <= {gap_us}L "
+             f"AND coalesce(CAST(get_json_object(note, '$.cntr_type') AS BIGINT) NOT IN ({instant}), true))")
+    restart = "(value < prev_v OR (epoch IS NOT NULL AND prev_epoch IS NOT NULL AND epoch <> prev_epoch))"
+    counters_df = lagged.selectExpr(
+        *df.columns,
+        f"CASE WHEN {valid} THEN (CASE WHEN {restart} THEN value ELSE value - prev_v END) END AS delta",
+        f"CASE WHEN {valid} THEN (unix_micros(ts) - unix_micros(prev_ts)) / 1e6 END AS covered_s",
+        f"CASE WHEN {valid} THEN CAST({restart} AS INT) END AS reset")
+    return gauges.unionByName(counters_df)
+
+
+def sketch_points(params: Params) -> list[float]:
+    step = params.sketch_step_pct / 100.0
+    pts = {round(i * step, 6) for i in range(1, int(round(1 / step)) + 1) if i * step < 1}
+    pts.add(0.95)
+    return sorted(pts)
+
+
+def _aggregate(grouped, params: Params, *, sketch: bool) -> DataFrame:  # noqa: ANN001 - GroupedData
+    acc = int(params.p95_accuracy)
+    notes = sql_list(m.NOTE_METRICS)
+    if sketch:
+        pts = sketch_points(params)
+        quant = [f"percentile_approx(value, array({', '.join(f'{p!r}D' for p in pts)}), {acc}) AS quantiles"]
+        p95 = f"element_at(quantiles, {pts.index(0.95) + 1}) AS p95"
+    else:
+        quant = [f"percentile_approx(value, 0.95D, {acc}) AS p95"]
+        p95 = "CAST(NULL AS ARRAY<DOUBLE>) AS quantiles"
+    sample_ts = "CASE WHEN value IS NOT NULL THEN ts END"  # times of samples, not of null rows
+    aggs = ["count(value) AS samples", "min(value) AS min", "avg(value) AS mean", "max(value) AS max",
+            "sum(value) AS sum", *quant, f"min_by(value, {sample_ts}) AS first",
+            f"max_by(value, {sample_ts}) AS last", f"min({sample_ts}) AS first_ts", f"max({sample_ts}) AS last_ts",
+            "regr_slope(value, unix_micros(ts) / 1e6) AS slope_per_s",
+            f"max_by(CASE WHEN metric IN ({notes}) THEN note END, CASE WHEN metric IN ({notes}) THEN value END) "
+            "AS peak_note",
+            "sum(delta) AS delta", "sum(covered_s) AS covered_s", "CAST(sum(reset) AS INT) AS resets"]
+    return grouped.agg(*[F.expr(a) for a in aggs]).selectExpr("*", p95)
+
+
+def rollup(df: DataFrame, window: str, params: Params, *, sketch: bool = False) -> DataFrame:
+    """Aggregate in-scope rows (with :func:`with_deltas` columns) into ``window`` rows.
+
+    ``sketch=True`` keeps the quantile sketch (``quantiles``: percentiles at ``sketch_step_pct``
+    steps) that the day rollup merges; ``p95`` then comes from the same single sketch.
+    """
+    secs = WINDOW_SECONDS[window]
+    out = _aggregate(df.where("in_scope").groupBy(*KEYS, F.expr(floor_sql("ts", secs)).alias("window_start")),
+                     params, sketch=sketch)
+    return _finish(out, window, secs)
+
+
+def _finish(df: DataFrame, window: str, secs: int) -> DataFrame:
+    return df.selectExpr(
+        "*", f"'{window}' AS window",
+        f"timestamp_micros(unix_micros(window_start) + {secs * 1_000_000}L) AS window_end",
+        "CASE WHEN covered_s > 0 THEN delta / covered_s END AS rate_per_s",
+        "date_format(window_start, 'yyyy-MM-dd') AS date", "date_format(window_start, 'HH') AS hour",
+    ).select(*ROLLUP_COLUMNS)
+
+
+def _ordered_sum(col: str) -> str:
+    """Sum of a per-hour double in hour order: bit-identical whatever the partitioning."""
+    return (f"aggregate(array_sort(collect_list(named_struct('k', window_start, 'v', {col}))), "
+            f"CAST(NULL AS DOUBLE), (a, x) -> CASE WHEN x.v IS NULL THEN a ELSE coalesce(a, 0D) + x.v END)")
+
+
+def day_from_hours(hours: DataFrame) -> DataFrame:
+    """Day rows from the hourly rollup rows of those days (all of each day's hours)."""
+    h = hours.selectExpr(
+        *KEYS, "window_start", "samples", "min", "max", "sum", "first", "last", "first_ts", "last_ts", "peak_note",
+        "delta", "covered_s", "resets", f"{floor_sql('window_start', 86400)} AS day_start",
+        "transform(quantiles, q -> named_struct('v', q, 'w', CAST(samples AS DOUBLE))) AS hpts")
+    agg = (h.groupBy(*KEYS, "day_start")
+           .agg(*[F.expr(a) for a in (
+               "sum(samples) AS samples", "min(min) AS min", "max(max) AS max", f"{_ordered_sum('sum')} AS sum",
+               "array_sort(flatten(collect_list(hpts))) AS pts", "min_by(first, first_ts) AS first",
+               "max_by(last, last_ts) AS last", "min(first_ts) AS first_ts", "max(last_ts) AS last_ts",
+               "max_by(peak_note, max) AS peak_note", f"{_ordered_sum('delta')} AS delta",
+               f"{_ordered_sum('covered_s')} AS covered_s", "CAST(sum(resets) AS INT) AS resets")]))
+    # The day's p95: the first sketch point where the cumulative weight reaches 95 % of the total.
+    p95 = ("aggregate(pts, named_struct('c', 0D, 'r', CAST(NULL AS DOUBLE)), "
+           "(acc, x) -> named_struct('c', acc.c + x.w, 'r', CASE WHEN acc.r IS NULL AND acc.c + x.w >= "
+           "0.95 * aggregate(pts, 0D, (s, y) -> s + y.w) THEN x.v ELSE acc.r END), acc -> acc.r)")
+    out = agg.selectExpr(
+        *KEYS, "day_start AS window_start", "samples", "min", "CASE WHEN samples > 0 THEN sum / samples END AS mean",
+        "max", f"{p95} AS p95", "sum", "first", "last", "first_ts", "last_ts", "CAST(NULL AS DOUBLE) AS slope_per_s",
+        "peak_note", "delta", "covered_s", "resets", "CAST(NULL AS ARRAY<DOUBLE>) AS quantiles")
+    return _finish(out, "1d", 86400)
+
+
+def rollups(samples: DataFrame, params: Params) -> DataFrame:
+    """5-minute and hourly rollups of the in-scope rows of ``samples`` (from :func:`prepare`).
+
+    One pass: each row is counted in its 5-minute and its hourly window (an ``explode`` of two),
+    so the lake is scanned and the counters sorted once; both windows use the same quantile
+    sketch, kept (``quantiles``) for the hours only.
+    """
+    d = with_deltas(samples, params)
+    two = d.where("in_scope").selectExpr(
+        "*", f"explode(array(named_struct('w', '5m', 's', {floor_sql('ts', 300)}), "
+             f"named_struct('w', '1h', 's', {floor_sql('ts', 3600)}))) AS win")
+    out = _aggregate(two.groupBy(*KEYS, F.expr("win.w").alias("window"), F.expr("win.s").alias("window_start")),
+                     params, sketch=True)
+    return (out.selectExpr("*", "CASE WHEN window = '1h' THEN 3600 ELSE 300 END AS secs")
+            .selectExpr(*[c for c in out.columns if c != "quantiles"],
+                        "CASE WHEN window = '1h' THEN quantiles END AS quantiles",
+                        "timestamp_micros(unix_micros(window_start) + secs * 1000000L) AS window_end",
+                        "CASE WHEN covered_s > 0 THEN delta / covered_s END AS rate_per_s",
+                        "date_format(window_start, 'yyyy-MM-dd') AS date", "date_format(window_start, 'HH') AS hour")
+            .select(*ROLLUP_COLUMNS))

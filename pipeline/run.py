@@ -1,0 +1,328 @@
+"""The pipeline job: lake -> rollups, findings, forecasts, fleet view (gold tables).
+
+Runs as ``queueops pipeline run`` or, unchanged, as ``spark-submit pipeline/run.py --lake L --out O``
+(local or on a cluster: no Python UDFs, so executors need nothing but Spark itself).
+
+Incremental by default. The lake hours that are new or changed since the last run (pipeline state
+beside the gold tables) are recomputed, together with the hour after each (its first counter
+interval and look-backs start in the changed hour); the hour before each is read as margin only.
+Then the days containing them are re-derived from their hourly rows, and the forecasts and fleet
+view are recomputed from the gold tables. ``--full`` recomputes everything (or everything from
+``--since`` on). Changing rule parameters or thresholds makes the next run a full one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # spark-submit pipeline/run.py: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline import gold, state  # noqa: E402
+from pipeline.params import Params  # noqa: E402
+from pipeline.storage import Partition, is_local, join, storage_for  # noqa: E402
+from pipeline.thresholds import Thresholds  # noqa: E402
+
+HOUR = timedelta(hours=1)
+LAYOUT_VERSION = 1
+
+
+class PipelineError(Exception):
+    """A problem with the input or the arguments, reported without a traceback."""
+
+
+def parse_since(text: str | None, now: datetime | None = None) -> datetime | None:
+    """``2026-11-20``, ``2026-11-20T13``, an ISO time, or relative ``36h`` / ``7d``: floored to the hour."""
+    if not text:
+        return None
+    now = now or datetime.now(UTC)
+    rel = re.fullmatch(r"\s*(\d+)\s*([hd])\s*", text)
+    if rel:
+        n, unit = int(rel.group(1)), rel.group(2)
+        t = now - (timedelta(hours=n) if unit == "h" else timedelta(days=n))
+    else:
+        try:
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}", text.strip()):
+                t = datetime.strptime(text.strip(), "%Y-%m-%dT%H")
+            else:
+                t = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise PipelineError(f"--since {text!r}: expected YYYY-MM-DD, YYYY-MM-DDTHH, an ISO time, "
+                                "or a relative 36h / 7d") from None
+        t = t.replace(tzinfo=t.tzinfo or UTC).astimezone(UTC)
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def absolute(path: str) -> str:
+    """Local paths become absolute (the Spark driver and the pipeline agree on them)."""
+    if is_local(path):
+        return str(Path(path.removeprefix("file:")).expanduser().resolve())
+    return path.rstrip("/")
+
+
+def settings_fingerprint(params: Params, th: Thresholds) -> str:
+    return state.fingerprint({"layout": LAYOUT_VERSION, "params": asdict(params), "thresholds": th.as_json()})
+
+
+def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full: bool = False,
+        params: Params | None = None, thresholds: Thresholds | None = None,
+        progress: Any | None = None, now: datetime | None = None) -> dict[str, Any]:
+    """Bring the gold tables under ``out`` up to date with the lake; return what was done."""
+    from pipeline import findings as fnd
+    from pipeline import fleet as flt
+    from pipeline import forecasts as fc
+    from pipeline import rollups as ru
+
+    params = params or Params()
+    th = thresholds or Thresholds()
+    started = time.monotonic()
+    lake, out = absolute(lake), absolute(out)
+    fs_lake, fs_out = storage_for(lake, spark), storage_for(out, spark)
+    step = progress.step if progress is not None else _no_step
+
+    parts = fs_lake.list_partitions(join(lake, "snapshots"))
+    by_hour: dict[datetime, Partition] = {p.hour: p for p in parts}
+    st = state.load(fs_out, out)
+    settings = settings_fingerprint(params, th)
+    reason = "requested" if full else ""
+    if not full and st.partitions and st.settings != settings:
+        full, reason = True, "rule parameters or thresholds changed since the last run"
+    if not full and not st.partitions and any(fs_out.exists(join(out, t)) for t in gold.TABLES):
+        full, reason = True, "gold tables without pipeline state"
+    in_range = [p for p in parts if since is None or p.hour >= since]
+
+    cleared: list[str] = []
+    if full:
+        if since is None:
+            cleared = gold.clear(fs_out, [join(out, t) for t in gold.TABLES])
+            st = state.State()
+        else:
+            cleared = _clear_from(fs_out, out, since)
+            st.partitions = {k: v for k, v in st.partitions.items() if state.parse_hour_key(k) < since}
+        recompute = sorted(p.hour for p in in_range)
+        changes = state.Changes(recompute, [], [])
+    else:
+        changes = state.diff(st, in_range)
+        touched = set(changes.touched)
+        recompute = sorted(touched | {h + HOUR for h in touched if h + HOUR in by_hour})
+    removed = [] if full else [state.hour_key(h) for h in changes.removed if since is None or h >= since]
+    for key in removed:  # gone from the lake (retention): gold keeps its history
+        st.partitions.pop(key, None)
+
+    summary: dict[str, Any] = {
+        "lake": lake, "out": out, "mode": "full" if full else "incremental", "full_reason": reason,
+        "since": since.isoformat() if since else None,
+        "lake_hours": len(parts), "new_hours": [state.hour_key(h) for h in changes.new],
+        "changed_hours": [state.hour_key(h) for h in changes.changed], "removed_hours": removed,
+        "recomputed_hours": [state.hour_key(h) for h in recompute], "read_hours": [],
+        "written": [], "findings": [], "forecasts": 0,
+    }
+    if not recompute:
+        if removed:
+            state.save(fs_out, out, st)
+        summary["wall_s"] = round(time.monotonic() - started, 3)
+        summary["up_to_date"] = True
+        return summary
+
+    read = sorted(set(recompute) | {h - HOUR for h in recompute if h - HOUR in by_hour})
+    summary["read_hours"] = [state.hour_key(h) for h in read]
+    files = [f for h in read for f in by_hour[h].files]
+    if not full:
+        cleared = gold.clear(fs_out, [p for h in recompute for p in gold.hour_paths(out, h)])
+    summary["cleared"] = len(cleared)
+
+    samples = ru.prepare(ru.read_lake(spark, files), recompute)
+    rollup_base = join(out, gold.ROLLUPS)
+    findings_base = join(out, gold.FINDINGS)
+    with step("rollups"):
+        gold.write_partitioned(ru.rollups(samples, params), rollup_base, ["window", "date", "hour"],
+                               gold.ROLLUP_ORDER)
+    with step("findings"):
+        fresh = gold.read_partitions(spark, rollup_base, [gold.rollup_hour_path(out, w, h) for h in recompute
+                                                          for w in ("5m", "1h")], fs_out, ru.ROLLUP_SCHEMA)
+        # The profile is small (queues x hours): materialize it once, in one partition, so that
+        # the rules' union reads it instead of recomputing its aggregation once per rule.
+        prof = fnd.profile(fresh, fnd.signals(samples, fresh, params), th).coalesce(1).cache()
+        prof.count()
+        found = fnd.evaluate(prof, params).cache()
+        gold.write_partitioned(found, findings_base, ["date", "hour"], gold.FINDING_ORDER)
+        summary["findings"] = [
+            {"rule": r["rule"], "severity": r["severity"], "target": r["target"], "queue": r["queue"],
+             "hour": f"{r['date']}T{r['hour']}", "summary": r["summary"]}
+            for r in found.select("rule", "severity", "target", "queue", "date", "hour", "summary")
+            .orderBy("date", "hour", "rule", "target", "queue").collect()]
+        found.unpersist()
+        prof.unpersist()
+
+    days = sorted({h.strftime("%Y-%m-%d") for h in recompute})
+    with step("daily rollups"):
+        gold.clear(fs_out, [gold.rollup_day_path(out, d) for d in days])
+        hour_dirs = [join(rollup_base, "window=1h", f"date={d}", hd) for d in days
+                     for hd in fs_out.list_dirs(join(rollup_base, "window=1h", f"date={d}")) if hd.startswith("hour=")]
+        hourly = gold.read_partitions(spark, rollup_base, hour_dirs, fs_out, ru.ROLLUP_SCHEMA)
+        gold.write_partitioned(ru.day_from_hours(hourly), rollup_base, ["window", "date", "hour"], gold.ROLLUP_ORDER)
+
+    as_of = max(by_hour) + HOUR
+    with step("forecasts"):
+        want = int(params.forecast_hours) + (params.forecast_hours % 1 > 0)
+        r5w = gold.read_partitions(spark, rollup_base, [gold.rollup_hour_path(out, "5m", as_of - HOUR * (i + 1))
+                                                        for i in range(want)], fs_out, ru.ROLLUP_SCHEMA)
+        fcs = fc.forecasts(r5w, th, params, as_of).cache()
+        gold.write_snapshot(fcs, join(out, gold.FORECASTS), ["target", "queue", "metric"])
+        summary["forecasts"] = fcs.where("status = 'ok'").count()
+        fcs.unpersist()
+    with step("fleet"):
+        want = int(params.fleet_hours) + (params.fleet_hours % 1 > 0)
+        back = [as_of - HOUR * (i + 1) for i in range(want)]
+        h1 = gold.read_partitions(spark, rollup_base, [gold.rollup_hour_path(out, "1h", h) for h in back], fs_out,
+                                  ru.ROLLUP_SCHEMA)
+        fw = gold.read_partitions(spark, findings_base, [gold.findings_hour_path(out, h) for h in back], fs_out,
+                                  fnd.FINDING_SCHEMA)
+        gold.write_snapshot(flt.fleet(h1, fw, params, as_of), join(out, gold.FLEET), ["problem", "rank"])
+
+    summary["as_of"] = as_of.isoformat()
+    summary["written"] = sorted([p for h in recompute for p in gold.hour_paths(out, h)]
+                                + [gold.rollup_day_path(out, d) for d in days]
+                                + [join(out, gold.FORECASTS), join(out, gold.FLEET)])
+
+    state.record(st, parts, set(recompute))
+    st.settings = settings
+    st.last_run = {"at": datetime.now(UTC).isoformat(), "mode": summary["mode"],
+                   "recomputed": len(recompute), "as_of": as_of.isoformat()}
+    state.save(fs_out, out, st)
+    summary["wall_s"] = round(time.monotonic() - started, 3)
+    return summary
+
+
+def _no_step(_name: str) -> Any:
+    from contextlib import nullcontext
+
+    return nullcontext()
+
+
+def _clear_from(fs: Any, out: str, since: datetime) -> list[str]:
+    """Delete every gold partition from ``since`` on (the day of ``since`` is re-derived anyway)."""
+    paths: list[str] = []
+    day0 = since.strftime("%Y-%m-%d")
+    for window in ("5m", "1h", "1d"):
+        base = join(out, gold.ROLLUPS, f"window={window}")
+        for dd in fs.list_dirs(base):
+            d = dd.removeprefix("date=")
+            if d < day0:
+                continue
+            for hd in fs.list_dirs(join(base, dd)):
+                h = hd.removeprefix("hour=")
+                if window == "1d" or f"{d}T{h}" >= state.hour_key(since):
+                    paths.append(join(base, dd, hd))
+    for dd in fs.list_dirs(join(out, gold.FINDINGS)):
+        for hd in fs.list_dirs(join(out, gold.FINDINGS, dd)):
+            if f"{dd.removeprefix('date=')}T{hd.removeprefix('hour=')}" >= state.hour_key(since):
+                paths.append(join(out, gold.FINDINGS, dd, hd))
+    return gold.clear(fs, paths)
+
+
+# ---- command line (shared by `queueops pipeline run` and spark-submit) -------------------------
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lake", metavar="PATH", help="the snapshot lake (default: [lake] path of the config)")
+    p.add_argument("--out", metavar="PATH", help="gold tables folder (default: [pipeline] out of the config)")
+    p.add_argument("--since", metavar="WHEN",
+                   help="only lake hours from then on: YYYY-MM-DD, YYYY-MM-DDTHH, ISO time, or 36h / 7d ago")
+    p.add_argument("--full", action="store_true", help="recompute everything (from --since on) instead of "
+                                                       "only new or changed lake hours")
+    p.add_argument("--master", metavar="URL", help="Spark master (default: local[*], or spark-submit's)")
+    p.add_argument("--driver-memory", metavar="SIZE", help="driver memory in local mode (default 1g)")
+    p.add_argument("--config", metavar="PATH", help="queueops config: lake, out, thresholds, [pipeline] params")
+    p.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+
+def resolve(args: argparse.Namespace) -> dict[str, Any]:
+    """Paths, params, thresholds and Spark settings from the arguments and the optional config."""
+    cfg = None
+    if args.config:
+        from queueops import config as config_mod
+
+        try:
+            cfg = config_mod.load(args.config)
+        except config_mod.ConfigError as exc:
+            raise PipelineError(str(exc)) from None
+    pcfg = getattr(cfg, "pipeline", None)
+    lake = args.lake or (str(cfg.path(cfg.lake.path)) if cfg else None)
+    out = args.out or (str(cfg.path(pcfg.out)) if cfg and pcfg else None)
+    if not lake or not out:
+        raise PipelineError("give --lake and --out, or --config with [lake] path (and [pipeline] out)")
+    try:
+        params = Params().with_overrides(dict(pcfg.params) if pcfg else None)
+    except ValueError as exc:
+        raise PipelineError(str(exc)) from None
+    return {"cfg": cfg, "lake": lake, "out": out, "params": params, "thresholds": Thresholds.from_config(cfg),
+            "since": parse_since(args.since),
+            "master": args.master or (pcfg.master if pcfg else None),
+            "driver_memory": args.driver_memory or (pcfg.driver_memory if pcfg else "1g"),
+            "shuffle_partitions": pcfg.shuffle_partitions if pcfg else 4}
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Run the job for parsed arguments; print the summary; 0 ok, 2 bad input."""
+    from pipeline.progress import Progress
+    from pipeline.spark import get_session
+
+    try:
+        r = resolve(args)
+    except PipelineError as exc:
+        print(f"queueops pipeline: {exc}", file=sys.stderr)
+        return 2
+    if is_local(r["lake"]) and not Path(r["lake"].removeprefix("file:")).exists():
+        print(f"queueops pipeline: lake {r['lake']} does not exist (export one with 'queueops lake export')",
+              file=sys.stderr)
+        return 2
+    spark = get_session(r["master"], driver_memory=r["driver_memory"], shuffle_partitions=r["shuffle_partitions"])
+    progress = Progress(spark, enabled=not args.quiet).start()
+    try:
+        summary = run(spark, r["lake"], r["out"], since=r["since"], full=args.full, params=r["params"],
+                      thresholds=r["thresholds"], progress=progress)
+    except PipelineError as exc:
+        print(f"queueops pipeline: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        progress.stop()
+    if args.json:
+        print(json.dumps(summary, default=str, separators=(",", ":")))
+    else:
+        print(render(summary))
+    return 0
+
+
+def render(s: dict[str, Any]) -> str:
+    if s.get("up_to_date"):
+        return (f"gold tables in {s['out']} are up to date with {s['lake_hours']} lake hour(s) "
+                f"({s['wall_s']} s); --full recomputes everything")
+    lines = [f"{s['mode']} run{' (' + s['full_reason'] + ')' if s['full_reason'] else ''}: "
+             f"recomputed {len(s['recomputed_hours'])} hour(s), read {len(s['read_hours'])} of "
+             f"{s['lake_hours']} lake hour(s) in {s['wall_s']} s; forecasts as of {s['as_of']}: {s['forecasts']} ok",
+             f"gold tables: {s['out']}"]
+    if s["removed_hours"]:
+        lines.append(f"{len(s['removed_hours'])} hour(s) gone from the lake (gold keeps them)")
+    lines.append(f"{len(s['findings'])} finding(s):")
+    lines += [f"  {f['hour']}  {f['severity']:4}  {f['rule']:24} {f['target']}/{f['queue'] or '-'}  {f['summary']}"
+              for f in s["findings"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pipeline/run.py", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return execute(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

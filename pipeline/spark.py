@@ -1,0 +1,105 @@
+"""The one place where the pipeline creates its SparkSession.
+
+Everything that makes Spark behave on a laptop, a CI box or a cluster is decided here, once:
+
+* **local mode by default** (``local[*]``), **or whatever ``spark-submit`` chose**: when the job
+  runs under ``spark-submit`` the master, memory and jars come from the command line and this
+  module does not override them;
+* **loopback only in local mode** (``SPARK_LOCAL_IP``, driver host and bind address 127.0.0.1), so
+  Spark neither reverse-resolves the machine's name nor listens on every interface;
+* **no web UI**, our own progress bar instead of the console one (:mod:`pipeline.progress`);
+* **quiet logs**: ``pipeline/log4j2.properties`` (level error) is handed to the driver JVM;
+* **UTC** session time zone, **TIMESTAMP_MICROS** Parquet output (INT96 comes back to pandas as
+  naive nanoseconds), few shuffle partitions, dynamic partition overwrite (an incremental run
+  replaces only the partitions it recomputed);
+* **bounded driver memory** (1 GB by default): the pipeline streams the lake through it;
+* **no ``--packages`` and no Maven**: only the jars inside the pyspark wheel are ever used.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
+DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "1g"
+DEFAULT_SHUFFLE_PARTITIONS = 4
+
+
+def under_spark_submit() -> bool:
+    """True when ``spark-submit`` launched this Python process (it then owns the JVM and its conf)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str = DEFAULT_DRIVER_MEMORY,
+                 shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+                 extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The Spark settings of the pipeline (a plain dict, so it can be tested and documented).
+
+    ``launch``: this process starts the driver JVM (not ``spark-submit``), so driver memory and
+    the log4j file apply; ``local``: local mode, so Spark binds to loopback only.
+    """
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(int(shuffle_partitions)),
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.adaptive.enabled": "true",
+        # Partition values in gold paths are written zero-padded (hour=05): keep them strings.
+        "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    }
+    if launch:
+        conf.update({
+            "spark.driver.memory": driver_memory,
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+        })
+    if local:
+        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    conf.update(extra or {})
+    return conf
+
+
+def get_session(master: str | None = None, *, app_name: str = "queueops-pipeline",
+                driver_memory: str = DEFAULT_DRIVER_MEMORY,
+                shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+                extra: dict[str, str] | None = None) -> SparkSession:
+    """Create (or return the active) SparkSession configured for the pipeline.
+
+    ``master=None`` means: whatever ``spark-submit`` was given, else ``local[*]``.
+    """
+    from pyspark.sql import SparkSession
+
+    submitted = under_spark_submit()
+    if master is None and not submitted:
+        master = DEFAULT_MASTER
+    if master is not None and master.startswith("local"):
+        # Must be in the environment before the JVM starts: Spark reads it at launch.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Under spark-submit the JVM already runs with the launcher's master, memory, host and JVM
+    # options: only session-level settings are added then.
+    local = not submitted and master is not None and master.startswith("local")
+    conf = session_conf(local=local, launch=not submitted, driver_memory=driver_memory,
+                        shuffle_partitions=shuffle_partitions, extra=extra)
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    with warnings.catch_warnings():
+        # pyspark warns about pandas 3 support at import/start; it is noise for our use.
+        warnings.simplefilter("ignore", FutureWarning)
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
