@@ -1,0 +1,276 @@
+"""What the load and soak runs share: a private lab, a console config on it, child processes.
+
+``benchmarks/overhead.py`` and ``benchmarks/soak.py`` each own a throwaway embedded PostgreSQL
+(a temporary state folder, any free port; never ``.queueops/``), run the real workload
+(:mod:`queueops.lab.workload`), the real collector service (``queueops collect``) and the real
+action layer (:mod:`queueops.actions`) as child processes, and measure them from outside.
+
+Run as a script it is the periodic action loop those runs start::
+
+    python benchmarks/labharness.py actions-loop --config X --every 5 --action requeue:lease
+
+one Python process that imports the action layer once and then plans and executes the actions
+round-robin (the CLI would pay a fresh interpreter and imports for every action, a cost an
+operator clicking in the console does not cause). One JSON line per action on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# The lab
+
+
+@dataclass
+class PrivateLab:
+    """A lab of our own: database, schema, lab.toml (``file:`` password) in a temporary folder."""
+
+    base: Path
+    state: Path
+    url: str
+    config_path: Path
+    port: int
+
+    @classmethod
+    def start(cls, rates: dict[str, float], *, fsync: bool = False, prefix: str = "queueops-bench-") -> PrivateLab:
+        from queueops.lab import control
+
+        # The cluster runs as an unprivileged user when we are root: the folder must be traversable.
+        base = Path(tempfile.mkdtemp(prefix=prefix))
+        base.chmod(0o755)
+        state = base / "state"
+        info = control.start(state, workload=False, port=None, fast=not fsync, rates=rates)
+        port = int(json.loads((state / "server.json").read_text())["port"])
+        return cls(base, state, info["url"], Path(info["config"]), port)
+
+    def connect(self):  # noqa: ANN201 - psycopg.Connection
+        import psycopg
+
+        return psycopg.connect(self.url, password=(self.state / "lab.secret").read_text().strip(), autocommit=True,
+                               application_name="queueops-bench")
+
+    def start_workload(self) -> int:
+        from queueops.lab import control
+
+        return control.start_workload(self.state, self.config_path)
+
+    def stop_workload(self) -> None:
+        from queueops.lab import control
+
+        control.stop_workload(self.state)
+
+    def set_fault(self, name: str, on: bool) -> None:
+        from queueops.lab import control
+
+        control.set_fault(name, on, self.state)
+
+    def stop_database(self) -> None:
+        from queueops.lab.pgserver import EmbeddedPostgres
+
+        EmbeddedPostgres(self.state).stop()
+
+    def start_database(self) -> None:
+        from queueops.lab.pgserver import EmbeddedPostgres
+
+        EmbeddedPostgres(self.state, port=self.port).start()
+
+    def destroy(self, keep: bool = False) -> None:
+        from queueops.lab import control
+        from queueops.lab.pgserver import EmbeddedPostgres
+
+        control.stop_workload(self.state)
+        with contextlib.suppress(Exception):
+            if keep:
+                EmbeddedPostgres(self.state).stop()
+            else:
+                EmbeddedPostgres(self.state).destroy()
+        if not keep:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def db_now(self) -> Any:
+        with self.connect() as conn:
+            return conn.execute("SELECT clock_timestamp()").fetchone()[0]
+
+
+def console_config(lab: PrivateLab, path: Path, *, fast_s: float, slow_s: float, lease_timeout_s: float,
+                   store: Path, lake: Path, extra: str = "") -> Path:
+    """The lab's lab.toml with the console's schedule, short lease timeouts, its own store and lake."""
+    text = lab.config_path.read_text()
+    text = re.sub(r"(?m)^fast_s = .*$", f"fast_s = {fast_s:g}", text)
+    text = re.sub(r"(?m)^slow_s = .*$", f"slow_s = {slow_s:g}", text)
+    text = re.sub(r"(?m)^lease_timeout_s = .*$", f"lease_timeout_s = {lease_timeout_s:g}", text)
+    text = re.sub(r'(?m)^url = "sqlite:///.*"$', f'url = "sqlite:///{store}"', text, count=1)
+    text = re.sub(r'(?m)^path = ".*/lake"$', f'path = "{lake}"', text, count=1)
+    text = text.replace('password = "file:lab.secret"', f'password = "file:{lab.state / "lab.secret"}"')
+    path.write_text(text + extra)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Child processes
+
+
+@dataclass
+class Child:
+    """A child process we started (its own session), its log, and how to read its CPU and memory."""
+
+    name: str
+    proc: subprocess.Popen
+    log: Path
+    started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def start(cls, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> Child:
+        out = open(log, "ab")  # noqa: SIM115 - the child owns it
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env={**os.environ, **(env or {})})
+        out.close()
+        return cls(name, proc, log)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def cpu_s(self) -> float | None:
+        """User + system CPU seconds of the process so far (None once it is gone)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def rss_kb(self) -> int | None:
+        try:
+            return int(Path(f"/proc/{self.pid}/statm").read_text().split()[1]) * PAGE_KB
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def stop(self, timeout: float = 30) -> int | None:
+        """SIGTERM to our own child's group, wait, SIGKILL if it does not go; its exit code."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+
+def service(config: Path, log: Path, *extra: str) -> Child:
+    """The real collector service, ``queueops collect`` (no ``--once``)."""
+    return Child.start("service", [sys.executable, "-m", "queueops.cli", "collect", "--config", str(config),
+                                   *extra], log)
+
+
+def actions_loop(config: Path, log: Path, every_s: float, actions: list[str], out: Path) -> Child:
+    argv = [sys.executable, str(Path(__file__).resolve()), "actions-loop", "--config", str(config),
+            "--every", str(every_s), "--out", str(out)]
+    for a in actions:
+        argv += ["--action", a]
+    return Child.start("actions", argv, log)
+
+
+def loadavg() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+# ---------------------------------------------------------------------------------------------
+# The action loop (a child process)
+
+
+def _actions_loop(args: argparse.Namespace) -> int:
+    from queueops import actions, roles
+    from queueops import config as config_mod
+
+    stop = False
+
+    def _stop(_signum: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    cfg = config_mod.load(args.config)
+    actor = roles.Actor("bench", "operator", "given")
+    todo = [a.split(":", 1) for a in args.action]
+    i = 0
+    with open(args.out, "a", encoding="utf-8") as out:
+        while not stop:
+            action, queue = todo[i % len(todo)]
+            i += 1
+            began = time.monotonic()
+            rec: dict[str, Any] = {"t": time.time(), "action": action, "queue": queue}
+            try:
+                plan = actions.plan(cfg, action, queue)
+                res = actions.execute(cfg, plan, actor=actor)
+                rec.update(outcome=res.outcome, rows=res.rows_affected, error=res.error)
+            except Exception as exc:  # noqa: BLE001 - recorded; the loop goes on
+                rec.update(outcome="error", error=f"{type(exc).__name__}: {exc}")
+            rec["seconds"] = round(time.monotonic() - began, 3)
+            out.write(json.dumps(rec, default=str) + "\n")
+            out.flush()
+            deadline = began + args.every
+            while not stop and time.monotonic() < deadline:
+                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+    return 0
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("actions-loop")
+    a.add_argument("--config", required=True)
+    a.add_argument("--every", type=float, default=5.0)
+    a.add_argument("--action", action="append", required=True, metavar="ACTION:QUEUE")
+    a.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    return _actions_loop(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,458 @@
+"""What the console costs a busy queue: throughput and dequeue stalls with and without it.
+
+    python benchmarks/overhead.py [--rounds 6] [--seconds 20] [--consumers 4]
+
+One run, on a private embedded PostgreSQL (a temporary folder, any free port):
+
+* the lab workload at its highest setting: every queue's producer as fast as it can go
+  (``produce_per_s`` at its maximum, no production wave), ``--consumers`` consumers per queue with
+  no simulated work, so the machine is saturated and throughput is capacity, not offered load;
+* the ``dead-consumer`` fault on throughout, so stuck leases keep appearing in both conditions;
+* **console** condition: the real collector service (``queueops collect``) with every fast
+  collector every second (``[schedule] fast_s = 1``, the slow ones every ``--slow-s``), writing
+  its SQLite store and lake, plus the real action layer requeueing the lease and status queues
+  every ``--requeue-every`` seconds (one long-lived process, see ``labharness.actions-loop``);
+* **baseline** condition: the same workload, fault and probe, no console process at all.
+
+The two conditions alternate (ABBA order, ``--rounds`` pairs); a console window opens
+``--settle`` seconds after the service stored its first cycle and the action loop finished its
+first requeue (start-up is not the steady state) and lasts ``--seconds``. Throughput is counted afterwards from ``lab.ledger`` (items the
+workload's consumers finished, by database time, per window). A probe (a thread of this
+script with its own connections) enqueues and dequeues lease items and attempts delete-queue
+dequeues all along, timing every dequeue statement: ``max_stall_ms`` is the longest one in the
+console windows, beside the same figure for the baseline windows.
+
+Prints one JSON object: ``throughput_ratio`` (console / baseline items per second over all
+windows), ``cost_pct``, per-round ratios, per-condition throughput and probe latencies, and
+what the console itself used (CPU of the service, of the action loop and of the collector's
+database session, cycles run, requeues and their rows). The machine's load average is recorded
+at the start and the end: the figures are only as quiet as the machine was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.labharness import (  # noqa: E402
+    CLK_TCK,
+    Child,
+    PrivateLab,
+    actions_loop,
+    console_config,
+    loadavg,
+    read_jsonl,
+    service,
+)
+
+QUEUES = ("delete", "status", "lease", "due", "ring")
+PROBE_WORKER = "probe"
+
+
+def rates(consumers: int) -> dict[str, float]:
+    """The highest workload the lab's knobs give (queueops/lab/settings.py)."""
+    return {"produce_per_s": 5000, "consume_per_s": 5000, "consumers": consumers, "wave": 0, "work_ms": 0,
+            # Stuck leases stay stuck until a requeue: the consumers never reclaim them.
+            "lease_reclaim_s": 0}
+
+
+# ---------------------------------------------------------------------------------------------
+# The probe
+
+
+@dataclass
+class Probe:
+    """Enqueue + dequeue on the lease queue and dequeue attempts on the delete queue, timed."""
+
+    lab: PrivateLab
+    pause_s: float = 0.05
+    samples: list[tuple[float, str, float]] = field(default_factory=list)  # (monotonic, what, ms)
+    errors: list[tuple[float, str]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> threading.Thread:
+        t = threading.Thread(target=self.run, name="probe", daemon=True)
+        t.start()
+        return t
+
+    def _connect(self):  # noqa: ANN202
+        from psycopg.rows import dict_row
+
+        from queueops.lab.runtime import run
+
+        conn = self.lab.connect()
+        conn.row_factory = dict_row  # type: ignore[assignment]
+        # Long enough that a lock wait shows as a stall rather than an error.
+        run(conn, "control", "session", lock_timeout="10000", statement_timeout="30000")
+        return conn
+
+    def run(self) -> None:
+        from queueops.lab.runtime import run
+
+        conn = None
+        while not self.stop.is_set():
+            try:
+                if conn is None:
+                    conn = self._connect()
+                run(conn, "produce", "lease", worker=PROBE_WORKER, payload="probe")
+                t0 = time.perf_counter()
+                rows = run(conn, "consume", "lease_claim")
+                if rows:
+                    run(conn, "consume", "lease_done", id=rows[0]["id"], lease=rows[0]["lease"], worker=PROBE_WORKER)
+                t1 = time.perf_counter()
+                run(conn, "consume", "delete", worker=PROBE_WORKER)
+                t2 = time.perf_counter()
+                now = time.monotonic()
+                self.samples.append((now, "lease", (t1 - t0) * 1000))
+                self.samples.append((now, "delete", (t2 - t1) * 1000))
+            except Exception as exc:  # noqa: BLE001 - counted; reconnect and go on
+                self.errors.append((time.monotonic(), f"{type(exc).__name__}: {exc}"[:200]))
+                if conn is not None:
+                    conn.close()
+                conn = None
+                self.stop.wait(0.5)
+                continue
+            self.stop.wait(self.pause_s)
+        if conn is not None:
+            conn.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Windows
+
+
+@dataclass
+class Window:
+    round: int
+    condition: str
+    t0: float = 0.0
+    t1: float = 0.0
+    db_t0: datetime | None = None
+    db_t1: datetime | None = None
+    wall_t0: float = 0.0
+    wall_t1: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)
+    items: int = 0
+    per_queue: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return (self.db_t1 - self.db_t0).total_seconds() if self.db_t0 and self.db_t1 else self.t1 - self.t0
+
+    @property
+    def per_s(self) -> float:
+        return self.items / self.seconds if self.seconds > 0 else 0.0
+
+
+def backend_pids(lab: PrivateLab, app_like: str) -> list[int]:
+    with lab.connect() as conn:
+        return [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s",
+                                           (app_like,))]
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def cpu_snapshot(lab: PrivateLab, workload_pid: int, children: list[Child]) -> dict[str, float]:
+    """CPU seconds so far of: the workload, its database sessions, the console processes and the
+    collector's database session (a process each on PostgreSQL, readable in /proc)."""
+    out: dict[str, float] = {}
+    out["workload"] = proc_cpu_s(workload_pid) or 0.0
+    out["workload_db"] = sum(proc_cpu_s(p) or 0.0 for p in backend_pids(lab, "queueops-lab-%"))
+    out["collector_db"] = sum(proc_cpu_s(p) or 0.0 for p in backend_pids(lab, "queueops-collect%"))
+    for c in children:
+        out[c.name] = c.cpu_s() or 0.0
+    return out
+
+
+def status_rows(store: Path) -> int:
+    import sqlite3
+
+    if not store.exists():
+        return 0
+    try:
+        with sqlite3.connect(store, timeout=5) as db:
+            return int(db.execute("SELECT count(*) FROM collector_status").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def export_ran_since(store: Path, since: datetime) -> bool:
+    """Whether the service's lake exporter finished a pass after ``since`` (its scan marks moved)."""
+    import sqlite3
+    from datetime import UTC
+
+    if not store.exists():
+        return False
+    try:
+        with sqlite3.connect(store, timeout=5) as db:
+            row = db.execute("SELECT updated_at FROM service_state WHERE name = 'lake.scan_marks'").fetchone()
+    except sqlite3.Error:
+        return False
+    return bool(row) and datetime.fromisoformat(str(row[0])).replace(tzinfo=UTC) >= since
+
+
+def wait_ready(children: list[Child], ready: Any, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        for c in children:
+            if not c.alive():
+                raise RuntimeError(f"the {c.name} process exited at start (code {c.proc.returncode}); see {c.log}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the console processes were not ready after {timeout:.0f}s")
+        time.sleep(0.2)
+
+
+def count_items(lab: PrivateLab, windows: list[Window]) -> None:
+    """Items the workload's consumers finished in each window, by database time (one scan)."""
+    bounds = [(i, w.db_t0, w.db_t1) for i, w in enumerate(windows)]
+    with lab.connect() as conn:
+        rows = conn.execute(
+            "SELECT w.i, l.queue, count(*) FROM lab.ledger AS l "
+            "JOIN unnest(%s::int[], %s::timestamptz[], %s::timestamptz[]) AS w (i, t0, t1) "
+            "  ON l.ts >= w.t0 AND l.ts < w.t1 "
+            "WHERE l.event = 'processed' AND l.worker <> %s GROUP BY 1, 2",
+            ([b[0] for b in bounds], [b[1] for b in bounds], [b[2] for b in bounds], PROBE_WORKER)).fetchall()
+    for i, queue, n in rows:
+        windows[i].per_queue[queue] = int(n)
+        windows[i].items += int(n)
+
+
+def latency_stats(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0}
+    v = sorted(values)
+
+    def pct(p: float) -> float:
+        return round(v[min(len(v) - 1, int(p * len(v)))], 1)
+
+    return {"n": len(v), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "p999_ms": pct(0.999), "max_ms": round(v[-1], 1)}
+
+
+def collector_cycles(store: Path, windows: list[Window]) -> dict[str, Any]:
+    """Fast cycles the service completed in the console windows, and how long they took.
+
+    The store keeps ``ts`` as naive UTC; the windows are bounded by the database's clock (UTC).
+    """
+    import sqlite3
+    from datetime import UTC
+
+    if not store.exists():
+        return {}
+    fast = ("ghost_records", "fragmentation_pct")
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT ts, sum(duration_ms), sum(1 - ok) FROM collector_status "
+                          "WHERE collector NOT IN (?, ?) GROUP BY ts", fast).fetchall()
+    ms, errors = [], 0
+    for ts, took, failed in rows:
+        when = datetime.fromisoformat(str(ts)).replace(tzinfo=UTC)
+        if any(w.condition == "console" and w.db_t0 <= when < w.db_t1 for w in windows):  # type: ignore[operator]
+            ms.append(float(took or 0))
+            errors += int(failed or 0)
+    out: dict[str, Any] = {"cycles": len(ms), "collector_errors": errors}
+    if ms:
+        out["cycle_ms_mean"] = round(statistics.fmean(ms), 1)
+        out["cycle_ms_max"] = round(max(ms), 1)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_start = loadavg()
+    print(f"overhead: starting a private lab (load average {load_start})", file=sys.stderr)
+    lab = PrivateLab.start(rates(args.consumers), fsync=args.fsync, prefix="queueops-overhead-")
+    work = lab.base / "console"
+    work.mkdir()
+    store, lake = work / "store.db", work / "lake"
+    cfg_path = console_config(lab, work / "console.toml", fast_s=1, slow_s=args.slow_s, lease_timeout_s=3,
+                              store=store, lake=lake)
+    actions_out = work / "actions.jsonl"
+    parts = set(args.parts.split(","))
+    acts: list[dict[str, Any]] = []
+    probe = Probe(lab)
+    windows: list[Window] = []
+    skipped_runs = 0
+    try:
+        workload_pid = lab.start_workload()
+        lab.set_fault("dead-consumer", True)
+        probe.start()
+        print(f"overhead: warming up {args.warmup:g}s", file=sys.stderr)
+        time.sleep(args.warmup)
+        for r in range(args.rounds):
+            order = ("baseline", "console") if r % 2 == 0 else ("console", "baseline")
+            for condition in order:
+                children: list[Child] = []
+                if condition == "console":
+                    before = (status_rows(store), len(read_jsonl(actions_out)), lab.db_now())
+                    if "service" in parts:
+                        children.append(service(cfg_path, work / "service.log"))
+                    if "actions" in parts:
+                        children.append(actions_loop(cfg_path, work / "actions.log", args.requeue_every,
+                                                     ["requeue:lease", "requeue:status"], actions_out))
+                    # Start-up (imports, first connection) is not the steady state: the window
+                    # opens once the first cycle is stored and the first requeue is done.
+                    # Also past the service's start-up jobs (the lake exporter's catch-up run, two
+                    # seconds after start): they run hourly afterwards, not every second.
+                    wait_ready(children, lambda b=before: ("service" not in parts or (
+                        status_rows(store) > b[0] and export_ran_since(store, b[2])))
+                               and ("actions" not in parts or len(read_jsonl(actions_out)) > b[1]))
+                time.sleep(args.settle)
+                w = Window(r, condition)
+                w.cpu = cpu_snapshot(lab, workload_pid, children)
+                w.db_t0, w.t0, w.wall_t0 = lab.db_now(), time.monotonic(), time.time()
+                time.sleep(args.seconds)
+                w.db_t1, w.t1, w.wall_t1 = lab.db_now(), time.monotonic(), time.time()
+                after = cpu_snapshot(lab, workload_pid, children)
+                w.cpu = {k: round(after.get(k, 0.0) - w.cpu.get(k, 0.0), 2) for k in after}
+                for c in children:
+                    if not c.alive():
+                        raise RuntimeError(f"the {c.name} process exited early (code {c.proc.returncode}); "
+                                           f"see {c.log}")
+                    c.stop()
+                windows.append(w)
+                print(f"  round {r + 1} {condition:8}: {w.seconds:.0f}s, cpu {w.cpu}", file=sys.stderr)
+        probe.stop.set()
+        lab.stop_workload()
+        count_items(lab, windows)
+        log = work / "service.log"
+        if log.exists():
+            skipped_runs = log.read_text(errors="replace").count("maximum number of running instances")
+        cycles = collector_cycles(store, windows)
+        acts = read_jsonl(actions_out)
+    finally:
+        probe.stop.set()
+        load_end = loadavg()
+        lab.destroy(keep=args.keep)
+    return summarize(args, windows, probe, acts, cycles, skipped_runs, load_start, load_end,
+                     lab.base if args.keep else None)
+
+
+def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, acts: list[dict[str, Any]],
+              cycles: dict[str, Any], skipped_runs: int, load_start: list[float], load_end: list[float],
+              kept: Path | None) -> dict[str, Any]:
+    def cond(name: str) -> list[Window]:
+        return [w for w in windows if w.condition == name]
+
+    def per_s(ws: list[Window]) -> float:
+        secs = sum(w.seconds for w in ws)
+        return sum(w.items for w in ws) / secs if secs else 0.0
+
+    def in_windows(ws: list[Window], what: str) -> list[float]:
+        return [ms for t, kind, ms in probe.samples if kind == what and any(w.t0 <= t < w.t1 for w in ws)]
+
+    def cpu_per_s(ws: list[Window], key: str) -> float:
+        secs = sum(w.seconds for w in ws)
+        return round(100 * sum(w.cpu.get(key, 0.0) for w in ws) / secs, 1) if secs else 0.0
+
+    base, cons = cond("baseline"), cond("console")
+    ratio = per_s(cons) / per_s(base) if per_s(base) else None
+    rounds = []
+    for r in range(args.rounds):
+        b = [w for w in base if w.round == r]
+        c = [w for w in cons if w.round == r]
+        if b and c and b[0].per_s:
+            rounds.append(round(c[0].per_s / b[0].per_s, 4))
+    probe_by = {}
+    for name, ws in (("baseline", base), ("console", cons)):
+        probe_by[name] = {"lease_claim_and_finish": latency_stats(in_windows(ws, "lease")),
+                          "delete_dequeue": latency_stats(in_windows(ws, "delete")),
+                          "errors": sum(1 for t, _ in probe.errors if any(w.t0 <= t < w.t1 for w in ws))}
+    stalls = {name: max((s.get("max_ms", 0.0) for k, s in v.items() if isinstance(s, dict)), default=0.0)
+              for name, v in probe_by.items()}
+    in_console = [a for a in acts if any(w.wall_t0 <= a["t"] < w.wall_t1 for w in cons)]
+    outcomes: dict[str, int] = {}
+    for a in in_console:
+        outcomes[a.get("outcome", "?")] = outcomes.get(a.get("outcome", "?"), 0) + 1
+    console_cpu = sum(w.cpu.get(k, 0.0) for w in cons for k in ("service", "actions", "collector_db"))
+    cons_secs = sum(w.seconds for w in cons)
+    result = {
+        "benchmark": "overhead",
+        "throughput_ratio": round(ratio, 4) if ratio else None,
+        "cost_pct": round(100 * (1 - ratio), 2) if ratio else None,
+        "acceptance": "cost_pct < 5",
+        "max_stall_ms": stalls["console"],
+        "baseline_max_stall_ms": stalls["baseline"],
+        # What the console itself burned, as a share of the whole machine: on a machine the workload
+        # saturates, the throughput it can take away by CPU alone (a steadier figure than the ratio
+        # on a noisy machine).
+        "console_cpu_pct_of_machine": round(100 * console_cpu / (cons_secs * (os.cpu_count() or 1)), 2)
+        if cons_secs else None,
+        "round_ratios": rounds,
+        "round_ratio_median": round(statistics.median(rounds), 4) if rounds else None,
+        "conditions": {
+            name: {
+                "items_per_s": round(per_s(ws), 1),
+                "windows": len(ws),
+                "seconds": round(sum(w.seconds for w in ws), 1),
+                "per_window_items_per_s": [round(w.per_s, 1) for w in ws],
+                "per_queue_items_per_s": {q: round(sum(w.per_queue.get(q, 0) for w in ws)
+                                                   / max(sum(w.seconds for w in ws), 1e-9), 1) for q in QUEUES},
+                "probe": probe_by[name],
+                "cpu_pct_of_one_core": {k: cpu_per_s(ws, k) for k in sorted({k for w in ws for k in w.cpu})},
+            } for name, ws in (("baseline", base), ("console", cons))
+        },
+        "console": {
+            "collectors": f"queueops collect: fast_s=1 (9 fast collectors), slow_s={args.slow_s:g} "
+                          "(ghost_records, fragmentation_pct)",
+            **cycles,
+            "cycles_per_s": round(cycles.get("cycles", 0) / max(sum(w.seconds for w in cons), 1e-9), 2),
+            "scheduler_skipped_runs_whole_run": skipped_runs,
+            "requeue_every_s": args.requeue_every,
+            "requeues": len(in_console),
+            "requeue_outcomes": outcomes,
+            "requeued_rows": sum(int(a.get("rows") or 0) for a in in_console),
+            "requeue_seconds_max": max((a.get("seconds", 0) for a in in_console), default=None),
+        },
+        "workload": {**rates(args.consumers), "producers_per_queue": 1, "fault": "dead-consumer on throughout",
+                     "fsync": args.fsync},
+        "settings": {"console_parts": args.parts, "rounds": args.rounds, "seconds": args.seconds, "settle_s": args.settle,
+                     "warmup_s": args.warmup, "order": "ABBA (baseline first in even rounds)"},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "loadavg_start": load_start, "loadavg_end": load_end},
+    }
+    if kept:
+        result["kept"] = str(kept)
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=6, help="baseline/console pairs (default 6)")
+    ap.add_argument("--seconds", type=float, default=20, help="length of each measured window (default 20)")
+    ap.add_argument("--settle", type=float, default=3,
+                    help="seconds between a condition being ready (console: first cycle stored, first requeue "
+                         "done) and its window (default 3)")
+    ap.add_argument("--warmup", type=float, default=20, help="workload warm-up before the first window")
+    ap.add_argument("--consumers", type=int, default=4, help="consumers per queue (default 4)")
+    ap.add_argument("--slow-s", type=float, default=10, help="interval of the slow collectors (default 10)")
+    ap.add_argument("--requeue-every", type=float, default=5, help="seconds between requeues (default 5)")
+    ap.add_argument("--parts", default="service,actions", choices=("service,actions", "service", "actions"),
+                    help="what runs in the console condition (default both; one alone to find a cost's source)")
+    ap.add_argument("--fsync", action="store_true", help="run PostgreSQL with fsync on (default off: CPU-bound)")
+    ap.add_argument("--keep", action="store_true", help="keep the lab folder (logs, store) and print its path")
+    args = ap.parse_args()
+    print(json.dumps(run(args), indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
