@@ -228,7 +228,8 @@ def _result(ctx: context.Ctx, q: Queue) -> None:
     r = done.result
     with st.container(border=True, key="act_result"):
         text = (f"**{r.action}** on `{r.queue}` by {r.user} ({r.role}): **{r.outcome}**, "
-                f"{r.rows_affected or 0:,} row(s) · audit record {r.audit_id}")
+                f"{r.rows_affected or 0:,} row(s) · "
+                + (f"audit record {r.audit_id}" if r.audit_id is not None else "not run: no audit record"))
         if r.ok:
             st.success(text, icon=":material/check_circle:")
         elif r.outcome == "refused":

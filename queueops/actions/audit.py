@@ -10,6 +10,12 @@ the process's start time, in the preview JSON under ``runner``). A ``running`` r
 ``interrupted`` only when that process is provably gone: same host, and the pid no longer exists
 or now belongs to a process started at another time (a reused pid). Records of other hosts are
 left alone: from here nobody can tell whether they are still running.
+
+When the store is unavailable at the moment an action ends, its completion cannot be written: it
+goes to a small local journal file instead (named in the record's ``runner`` at the start, so
+any reader on that host finds it), and the next :func:`reconcile` -- any reader of the audit log
+-- writes it to the record with the true outcome and row count. A record is marked
+``interrupted`` only when its process is gone *and* left no journaled completion.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,9 +68,57 @@ def process_start(pid: int) -> str | None:
     return f"{_boot_id()}:{fields[19]}"  # field 22 of stat: starttime
 
 
-def this_process() -> dict[str, Any]:
+def journal_dir() -> Path:
+    """Where completions that could not reach the store wait (per OS user, survives a reboot)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "queueops" / "audit-journal"
+
+
+def new_journal_path() -> str:
+    """A journal file name for one action (created only if the store fails at its end)."""
+    return str(journal_dir() / f"{uuid.uuid4().hex}.json")
+
+
+def this_process(journal: str | None = None) -> dict[str, Any]:
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "started": process_start(pid)}
+    out: dict[str, Any] = {"host": socket.gethostname(), "pid": pid, "started": process_start(pid)}
+    if journal:
+        out["journal"] = journal
+    return out
+
+
+def write_journal(path: str, audit_id: int, outcome: str, rows: int | None, error: str) -> str | None:
+    """Keep a completion the store could not take; returns the file written (None if even that
+    failed: then only the caller's output tells the outcome). Falls back to the temp folder."""
+    body = json.dumps({"audit_id": audit_id, "outcome": outcome, "rows": rows, "error": secrets.mask(error),
+                       "end_time": utcnow().isoformat()})
+    for target in (Path(path), Path(tempfile.gettempdir()) / "queueops-audit-journal" / Path(path).name):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(".tmp")
+            tmp.write_text(body)
+            tmp.chmod(0o600)
+            tmp.replace(target)  # a reader never sees half a file
+            return str(target)
+        except OSError:
+            continue
+    return None
+
+
+def _read_journal(runner: dict[str, Any], audit_id: int) -> tuple[dict[str, Any], Path] | None:
+    """The journaled completion of record ``audit_id``, if its process wrote one on this host."""
+    path = runner.get("journal")
+    if not path or runner.get("host") != socket.gethostname():
+        return None
+    name = Path(str(path)).name
+    for candidate in (Path(str(path)), Path(tempfile.gettempdir()) / "queueops-audit-journal" / name):
+        try:
+            body = json.loads(candidate.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(body, dict) and body.get("audit_id") == audit_id and body.get("outcome") in OUTCOMES:
+            return body, candidate
+    return None
 
 
 def process_gone(runner: dict[str, Any]) -> bool:
@@ -85,21 +141,22 @@ def process_gone(runner: dict[str, Any]) -> bool:
 # Writing
 
 
-def _preview_json(plan: Plan | None, extra: dict[str, Any] | None = None) -> str:
+def _preview_json(plan: Plan | None, extra: dict[str, Any] | None = None, journal: str | None = None) -> str:
     body: dict[str, Any] = plan.preview.to_json() if plan else {}
-    body["runner"] = this_process()
+    body["runner"] = this_process(journal)
     if extra:
         body.update(extra)
     return secrets.mask(dumps(body))
 
 
-def begin(engine: Engine, actor: Actor, plan: Plan) -> int:
-    """Insert the ``running`` record (before anything runs); returns its id."""
+def begin(engine: Engine, actor: Actor, plan: Plan, journal: str | None = None) -> int:
+    """Insert the ``running`` record (before anything runs); returns its id. ``journal``: where
+    this process would keep the completion if the store is unavailable when the action ends."""
     with engine.begin() as conn:
         res = conn.execute(insert(audit_log).values(
             start_time=utcnow(), end_time=None, user_name=actor.user, role=actor.role, action=plan.action,
             target=plan.target.name, queue=plan.queue.name, command=plan.preview.sql,
-            params=dumps(plan.preview.params), preview=_preview_json(plan), rows_affected=0,
+            params=dumps(plan.preview.params), preview=_preview_json(plan, journal=journal), rows_affected=0,
             outcome="running", error=""))
         return int(res.inserted_primary_key[0])
 
@@ -123,20 +180,40 @@ def advance(engine: Engine, audit_id: int, rows: int) -> None:
                      .values(rows_affected=rows))
 
 
-def finish(engine: Engine, audit_id: int, outcome: str, rows: int | None, error: str = "") -> bool:
+def finish(engine: Engine, audit_id: int, outcome: str, rows: int | None, error: str = "",
+           ended: datetime | None = None) -> bool:
     """Complete a ``running`` record; False if it was no longer running (already completed)."""
     if outcome not in OUTCOMES or outcome == "running":
         raise ValueError(f"bad outcome {outcome!r}")
     with engine.begin() as conn:
         res = conn.execute(update(audit_log)
                            .where(and_(audit_log.c.id == audit_id, audit_log.c.outcome == "running"))
-                           .values(outcome=outcome, end_time=utcnow(), rows_affected=rows,
+                           .values(outcome=outcome, end_time=ended or utcnow(), rows_affected=rows,
                                    error=secrets.mask(error)))
         return bool(res.rowcount)
 
 
+def _complete_from_journal(engine: Engine, rid: int, runner: dict[str, Any]) -> bool:
+    found = _read_journal(runner, int(rid))
+    if found is None:
+        return False
+    body, path = found
+    try:
+        ended = datetime.fromisoformat(body["end_time"])
+    except (KeyError, TypeError, ValueError):
+        ended = None
+    note = (f"(recorded late: the store was unavailable when the action ended"
+            f"{' at ' + ended.isoformat(timespec='seconds') if ended else ''})")
+    error = f"{body.get('error') or ''} {note}".strip()
+    finish(engine, int(rid), body["outcome"], body.get("rows"), error, ended)
+    path.unlink(missing_ok=True)
+    return True
+
+
 def reconcile(engine: Engine) -> list[int]:
-    """Mark ``running`` records whose process is provably gone as ``interrupted``; their ids."""
+    """Complete ``running`` records from their journaled completion (their action ended while the
+    store was away), then mark those whose process is provably gone as ``interrupted``; returns
+    the ids marked interrupted."""
     with engine.connect() as conn:
         running = conn.execute(select(audit_log.c.id, audit_log.c.preview)
                                .where(audit_log.c.outcome == "running")).all()
@@ -146,7 +223,10 @@ def reconcile(engine: Engine) -> list[int]:
             runner = json.loads(preview or "{}").get("runner") or {}
         except (ValueError, AttributeError):
             runner = {}
-        if not process_gone(runner):
+        # Gone first, journal second: a process writes its journal before it exits, so one seen
+        # gone has left whatever journal it will ever leave.
+        gone = process_gone(runner)
+        if _complete_from_journal(engine, rid, runner) or not gone:
             continue
         with engine.begin() as conn:
             res = conn.execute(

@@ -100,20 +100,27 @@ def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Ac
     from queueops.store import open_engine
 
     actor = actor or roles.resolve(cfg, user)
-    store = store or open_engine(cfg)
-    audit.reconcile(store)
     started = datetime.now(UTC)
-    if not actor.can_act:
-        reason = (f"{actor.user} has the role {actor.role!r}: only operators run actions "
-                  "(config [identity] roles)")
-        rid = audit.refuse(store, actor, plan, reason)
-        return _result(plan, actor, "refused", 0, reason, rid, started)
-    if plan.age_s > max_plan_age_s:
-        reason = f"the preview is {plan.age_s:.0f} s old (limit {max_plan_age_s:.0f} s): preview again"
-        rid = audit.refuse(store, actor, plan, reason)
-        return _result(plan, actor, "refused", 0, reason, rid, started)
+    journal = audit.new_journal_path()
+    try:
+        store = store or open_engine(cfg)
+        audit.reconcile(store)
+        if not actor.can_act:
+            reason = (f"{actor.user} has the role {actor.role!r}: only operators run actions "
+                      "(config [identity] roles)")
+            rid = audit.refuse(store, actor, plan, reason)
+            return _result(plan, actor, "refused", 0, reason, rid, started)
+        if plan.age_s > max_plan_age_s:
+            reason = f"the preview is {plan.age_s:.0f} s old (limit {max_plan_age_s:.0f} s): preview again"
+            rid = audit.refuse(store, actor, plan, reason)
+            return _result(plan, actor, "refused", 0, reason, rid, started)
+        rid = audit.begin(store, actor, plan, journal)
+    except Exception as exc:  # noqa: BLE001 - the store is unavailable: an action never runs unaudited
+        reason = (f"not run: the audit log in the store cannot be written ({type(exc).__name__}: "
+                  f"{str(exc).splitlines()[0][:300]}); an action never runs without its audit record; "
+                  "nothing was changed")
+        return _result(plan, actor, "failed", 0, reason, None, started)
 
-    rid = audit.begin(store, actor, plan)
     application = f"queueops-action-{plan.action}-{rid}"
     session: Session | None = None
     runner: Runner | None = None
@@ -146,18 +153,28 @@ def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Ac
             runner.close()
         if session:
             session.close()
-        _finish(store, rid, outcome, rows, error)
+        late = _finish(store, rid, outcome, rows, error, journal)
+    if late:
+        error = f"{error}; {late}" if error else late
     return _result(plan, actor, outcome, rows, error, rid, started, out_rows)
 
 
-def _finish(store: Engine, rid: int, outcome: str, rows: int, error: str) -> None:
+def _finish(store: Engine, rid: int, outcome: str, rows: int, error: str, journal: str) -> str:
+    """Complete the audit record; returns "" or, when the store cannot take it, a note saying
+    where the completion waits (the next reader of the audit log writes it)."""
     # The store may be busy (SQLite writer lock); the record must not stay "running" for a live
-    # process that finished, so retry a few times before giving up.
+    # process that finished, so retry a few times before falling back to the journal.
     for attempt in range(5):
         try:
             audit.finish(store, rid, outcome, rows, error)
-            return
-        except Exception:  # noqa: BLE001
+            return ""
+        except Exception as exc:  # noqa: BLE001
             if attempt == 4:
-                raise
+                problem = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+                break
             time.sleep(0.2 * (attempt + 1))
+    kept = audit.write_journal(journal, rid, outcome, rows, error)
+    where = (f"is kept in {kept} and written to the store by the next reader of the audit log (queueops audit, "
+             "the console)") if kept else "could not be kept locally either: this output is its only record"
+    return (f"the audit record #{rid} could not be completed (the store is unavailable: {problem}); its "
+            f"outcome ({outcome}, {rows} rows) {where}")

@@ -216,7 +216,8 @@ def _act(args: argparse.Namespace) -> int:
     else:
         from queueops.actions.model import jsonable
 
-        line = f"{result.outcome}: {result.rows_affected or 0} row(s)/object(s) affected (audit #{result.audit_id})"
+        record = f"audit #{result.audit_id}" if result.audit_id is not None else "no audit record: not run"
+        line = f"{result.outcome}: {result.rows_affected or 0} row(s)/object(s) affected ({record})"
         print(line)
         for row in result.rows:
             print(f"  {jsonable(row)}")

@@ -70,12 +70,20 @@ def _public(rec: dict[str, Any], full: bool) -> dict[str, Any]:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
     from queueops.actions import audit
     from queueops.store import open_engine
 
     cfg = load_config(args)
+    try:
+        return _show(args, open_engine(cfg), audit)
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", None) or exc).splitlines()[0][:300]
+        return fail(f"the audit log cannot be read: the store ({cfg.store.url}) is unavailable: {first}", 1)
 
-    store = open_engine(cfg)
+
+def _show(args: argparse.Namespace, store: Any, audit: Any) -> int:  # noqa: ANN401 - Engine, the audit module
     if args.id is not None:
         rec = audit.entry(store, args.id)
         if rec is None:
