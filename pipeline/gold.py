@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame
-
-from pipeline.rollups import KEYS
+from pipeline.metrics import KEYS
 from pipeline.storage import Storage, join
+
+if TYPE_CHECKING:  # pyspark loads only when a table is written or read, not for `queueops --help`
+    from pyspark.sql import DataFrame
 
 ROLLUPS, FINDINGS, FORECASTS, FLEET = "rollups", "findings", "forecasts", "fleet"
 TABLES = (ROLLUPS, FINDINGS, FORECASTS, FLEET)

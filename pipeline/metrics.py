@@ -7,6 +7,9 @@ the lake still flows through the rollups untouched.
 
 from __future__ import annotations
 
+# The grouping of every rollup, finding and forecast row.
+KEYS = ["target", "database", "queue", "metric"]
+
 # Per queue (gauges).
 DEPTH = "depth"
 OLDEST_AGE = "oldest_age_s"

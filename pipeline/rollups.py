@@ -37,7 +37,7 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType, T
 from pipeline import metrics as m
 from pipeline.params import Params
 
-KEYS = ["target", "database", "queue", "metric"]
+KEYS = m.KEYS
 LAKE_SCHEMA = StructType([
     StructField("ts", TimestampType(), True),
     StructField("target", StringType(), True),
@@ -118,8 +118,11 @@ def with_deltas(df: DataFrame, params: Params) -> DataFrame:
     # One scan for counters and epochs: each counter sample takes the latest epoch as of its time.
     both = df.where(f"value IS NOT NULL AND ({counter} OR (metric IN ({epochs}) AND queue = ''))").selectExpr(
         *cols, f"metric IN ({epochs}) AS is_epoch")
-    asof = (f"last(CASE WHEN is_epoch THEN value END, true) OVER (PARTITION BY target, database "
-            f"ORDER BY unix_micros(ts) RANGE BETWEEN {gap_us} PRECEDING AND CURRENT ROW)")
+    # Running frames (linear), not a sliding RANGE frame (which re-reads the frame for every row):
+    # the latest epoch so far and its time; it counts only if no older than max_gap_s.
+    run = "OVER (PARTITION BY target, database ORDER BY ts, is_epoch DESC ROWS UNBOUNDED PRECEDING)"
+    asof = (f"CASE WHEN unix_micros(ts) - unix_micros(last(CASE WHEN is_epoch THEN ts END, true) {run}) "
+            f"<= {gap_us}L THEN last(CASE WHEN is_epoch THEN value END, true) {run} END")
     w = "OVER (PARTITION BY target, database, queue, metric ORDER BY ts, value)"
     lagged = (both.selectExpr(*cols, "is_epoch", f"{asof} AS epoch")
               .where("NOT is_epoch")
@@ -127,7 +130,8 @@ def with_deltas(df: DataFrame, params: Params) -> DataFrame:
                           f"lag(epoch) {w} AS prev_epoch"))
     valid = (f"(prev_ts IS NOT NULL AND unix_micros(ts) > unix_micros(prev_ts) "
              f"AND unix_micros(ts) - unix_micros(prev_ts) <= {gap_us}L "
-             f"AND coalesce(CAST(get_json_object(note, '$.cntr_type') AS BIGINT) NOT IN ({instant}), true))")
+             f"AND NOT coalesce(startswith(note, '{{') AND CAST(get_json_object(note, '$.cntr_type') AS BIGINT) "
+             f"IN ({instant}), false))")
     restart = "(value < prev_v OR (epoch IS NOT NULL AND prev_epoch IS NOT NULL AND epoch <> prev_epoch))"
     counters_df = lagged.selectExpr(
         *df.columns,
@@ -144,12 +148,20 @@ def sketch_points(params: Params) -> list[float]:
     return sorted(pts)
 
 
-def _aggregate(grouped, params: Params, *, sketch: bool) -> DataFrame:  # noqa: ANN001 - GroupedData
+def _aggregate(grouped, params: Params, *, sketch: bool, sketch_when: str | None = None) -> DataFrame:  # noqa: ANN001
+    """The rollup aggregates over grouped rows. ``sketch``: keep the quantile sketch;
+    ``sketch_when``: only for rows matching this condition, a plain p95 from the others (the
+    sketch's 99 percentiles cost more to evaluate than one)."""
     acc = int(params.p95_accuracy)
     notes = sql_list(m.NOTE_METRICS)
-    if sketch:
-        pts = sketch_points(params)
-        quant = [f"percentile_approx(value, array({', '.join(f'{p!r}D' for p in pts)}), {acc}) AS quantiles"]
+    pts = sketch_points(params)
+    arr = f"array({', '.join(f'{p!r}D' for p in pts)})"
+    if sketch and sketch_when:
+        quant = [f"percentile_approx(CASE WHEN {sketch_when} THEN value END, {arr}, {acc}) AS quantiles",
+                 f"percentile_approx(CASE WHEN NOT ({sketch_when}) THEN value END, 0.95D, {acc}) AS p95_plain"]
+        p95 = f"coalesce(element_at(quantiles, {pts.index(0.95) + 1}), p95_plain) AS p95"
+    elif sketch:
+        quant = [f"percentile_approx(value, {arr}, {acc}) AS quantiles"]
         p95 = f"element_at(quantiles, {pts.index(0.95) + 1}) AS p95"
     else:
         quant = [f"percentile_approx(value, 0.95D, {acc}) AS p95"]
@@ -162,7 +174,8 @@ def _aggregate(grouped, params: Params, *, sketch: bool) -> DataFrame:  # noqa: 
             f"max_by(CASE WHEN metric IN ({notes}) THEN note END, CASE WHEN metric IN ({notes}) THEN value END) "
             "AS peak_note",
             "sum(delta) AS delta", "sum(covered_s) AS covered_s", "CAST(sum(reset) AS INT) AS resets"]
-    return grouped.agg(*[F.expr(a) for a in aggs]).selectExpr("*", p95)
+    out = grouped.agg(*[F.expr(a) for a in aggs]).selectExpr("*", p95)
+    return out.drop("p95_plain") if "p95_plain" in out.columns else out
 
 
 def rollup(df: DataFrame, window: str, params: Params, *, sketch: bool = False) -> DataFrame:
@@ -220,19 +233,19 @@ def rollups(samples: DataFrame, params: Params) -> DataFrame:
     """5-minute and hourly rollups of the in-scope rows of ``samples`` (from :func:`prepare`).
 
     One pass: each row is counted in its 5-minute and its hourly window (an ``explode`` of two),
-    so the lake is scanned and the counters sorted once; both windows use the same quantile
-    sketch, kept (``quantiles``) for the hours only.
+    so the lake is scanned and the counters sorted once. The hours keep their quantile sketch
+    (``quantiles``, for the day's p95); the 5-minute windows get a plain p95.
     """
     d = with_deltas(samples, params)
     two = d.where("in_scope").selectExpr(
         "*", f"explode(array(named_struct('w', '5m', 's', {floor_sql('ts', 300)}), "
              f"named_struct('w', '1h', 's', {floor_sql('ts', 3600)}))) AS win")
     out = _aggregate(two.groupBy(*KEYS, F.expr("win.w").alias("window"), F.expr("win.s").alias("window_start")),
-                     params, sketch=True)
-    return (out.selectExpr("*", "CASE WHEN window = '1h' THEN 3600 ELSE 300 END AS secs")
-            .selectExpr(*[c for c in out.columns if c != "quantiles"],
-                        "CASE WHEN window = '1h' THEN quantiles END AS quantiles",
-                        "timestamp_micros(unix_micros(window_start) + secs * 1000000L) AS window_end",
-                        "CASE WHEN covered_s > 0 THEN delta / covered_s END AS rate_per_s",
-                        "date_format(window_start, 'yyyy-MM-dd') AS date", "date_format(window_start, 'HH') AS hour")
+                     params, sketch=True, sketch_when="win.w = '1h'")
+    return (out.selectExpr(*[c for c in out.columns if c != "quantiles"],
+                           "CASE WHEN window = '1h' THEN quantiles END AS quantiles",
+                           "timestamp_micros(unix_micros(window_start) + "
+                           "(CASE WHEN window = '1h' THEN 3600 ELSE 300 END) * 1000000L) AS window_end",
+                           "CASE WHEN covered_s > 0 THEN delta / covered_s END AS rate_per_s",
+                           "date_format(window_start, 'yyyy-MM-dd') AS date", "date_format(window_start, 'HH') AS hour")
             .select(*ROLLUP_COLUMNS))

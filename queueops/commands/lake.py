@@ -11,7 +11,6 @@ import argparse
 from datetime import datetime
 
 from queueops.commands.common import add_config_arg, fail, load_config, print_json
-from queueops.store.timeutil import parse_hour
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _hour(text: str) -> datetime:
     try:
+        from queueops.store.timeutil import parse_hour
+
         return parse_hour(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
