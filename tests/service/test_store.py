@@ -163,3 +163,27 @@ def test_ensure_schema_adds_new_nullable_columns_to_an_old_store(tmp_path: Path)
     assert "status_rows" in cols
     with raw.connect() as conn:
         assert conn.execute(text("SELECT rows, status_rows FROM lake_exports")).one() == (5, None)
+
+
+
+def _open_store(url: str, start) -> None:  # noqa: ANN001 - a multiprocessing Barrier
+    start.wait(30)
+    open_engine(url)
+
+
+def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> None:
+    """The service and the console may create the same new SQLite store at the same moment; the
+    loser of the CREATE TABLE race used to die with "table ... already exists"."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")  # no import delay: the processes really race
+    for i in range(8):
+        url = f"sqlite:///{tmp_path / f's{i}.db'}"
+        start = ctx.Barrier(3)
+        procs = [ctx.Process(target=_open_store, args=(url, start)) for _ in range(3)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0, 0, 0], f"store {i}"
+        assert {"snapshots", "audit_log"} <= set(inspect(create_engine(url)).get_table_names())
