@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
+from queueops.alerts.rules import GUARDS, OPS
 from queueops.config import Queue, Threshold
 
 State = Literal["ok", "warn", "crit", "unknown"]
@@ -95,6 +96,13 @@ class QueueHealth:
         return "; ".join(f.text() for f in self.reasons)
 
 
+def _guard_holds(metric: str, values: Mapping[str, float | None]) -> bool:
+    """The alert rules' guard (fragmentation counts only on an index the rebuild would act on)."""
+    guard = GUARDS.get(metric)
+    other = values.get(guard[0]) if guard else None
+    return guard is None or other is None or OPS[guard[1]](other, guard[2])
+
+
 def queue_health(queue: Queue, values: Mapping[str, float | None], reachable: bool = True) -> QueueHealth:
     """Judge one queue from its latest values: the worst metric wins, every breach is a reason.
 
@@ -108,7 +116,7 @@ def queue_health(queue: Queue, values: Mapping[str, float | None], reachable: bo
     for metric in JUDGED:
         value = values.get(metric)
         thr = queue.threshold(metric)
-        if value is None or thr is None:
+        if value is None or thr is None or not _guard_holds(metric, values):
             continue
         state = judge(value, thr)
         if state in ("warn", "crit"):

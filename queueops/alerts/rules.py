@@ -6,6 +6,11 @@ same metric for that queue: an explicit rule replaces the defaults, it does not 
 Levels: ``direction = "above"`` means value >= level, ``"below"`` means value < level (so
 ``watermark_drift`` with crit 0 fires on stranded items). When warn equals crit only the crit
 rule exists (one condition, one alert).
+
+A rule may carry a guard on another metric of the same queue and cycle: the default
+``fragmentation_pct`` rules hold only while the key index has at least
+:data:`~queueops.actions.decide.MIN_PAGES` pages, the floor below which the rebuild action does
+nothing -- otherwise a small fragmented index would alert forever with no action that clears it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ class Rule:
     queues: frozenset[str] = frozenset()  # empty: every queue (and target-wide rows)
     severity: str = "crit"
     source: str = "config"  # config | threshold
+    # (metric, op, value) that must also hold for the same queue in the same cycle; a cycle
+    # without that metric does not suppress the rule.
+    guard: tuple[str, str, float] | None = None
 
     def applies(self, queue: str) -> bool:
         return not self.queues or queue in self.queues
@@ -38,8 +46,25 @@ class Rule:
     def holds(self, value: float) -> bool:
         return OPS[self.op](value, self.value)
 
+    def guard_holds(self, value: float | None) -> bool:
+        if self.guard is None or value is None:
+            return True
+        return OPS[self.guard[1]](value, self.guard[2])
+
     def describe(self) -> str:
-        return f"{self.metric} {self.op} {self.value:g}"
+        text = f"{self.metric} {self.op} {self.value:g}"
+        if self.guard:
+            text += f" (while {self.guard[0]} {self.guard[1]} {self.guard[2]:g})"
+        return text
+
+
+def _guards() -> dict[str, tuple[str, str, float]]:
+    from queueops.actions.decide import MIN_PAGES
+
+    return {"fragmentation_pct": ("page_count", ">=", float(MIN_PAGES))}
+
+
+GUARDS = _guards()
 
 
 class RuleError(ValueError):
@@ -81,7 +106,8 @@ def effective_rules(cfg: Config) -> list[Rule]:
                 if level is None:
                     continue
                 out.append(Rule(f"threshold:{metric}:{severity}", metric, op, float(level),
-                                float(cfg.alerts.thresholds_for_s), frozenset({q.name}), severity, "threshold"))
+                                float(cfg.alerts.thresholds_for_s), frozenset({q.name}), severity, "threshold",
+                                GUARDS.get(metric)))
     return out
 
 

@@ -42,6 +42,13 @@ def test_per_queue_thresholds_override_the_defaults() -> None:
     assert queue_health(_queue(), {"depth": 6, "oldest_age_s": 0}).state == "ok"
 
 
+def test_fragmentation_of_an_index_too_small_to_rebuild_is_not_a_problem() -> None:
+    base = {"depth": 3, "oldest_age_s": 1}
+    assert queue_health(_queue(), {**base, "fragmentation_pct": 95, "page_count": 50}).state == "ok"
+    assert queue_health(_queue(), {**base, "fragmentation_pct": 95, "page_count": 50000}).state == "crit"
+    assert queue_health(_queue(), {**base, "fragmentation_pct": 95}).state == "crit"  # no page count: judged
+
+
 def test_negative_watermark_drift_is_critical() -> None:
     h = queue_health(_queue("delete"), {"depth": 1, "oldest_age_s": 1, "watermark_drift": -3})
     assert h.state == "crit" and h.reasons[0].metric == "watermark_drift"

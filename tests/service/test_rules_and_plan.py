@@ -132,6 +132,23 @@ def test_queues_filter_and_none_values() -> None:
     assert transitions == [(1, "firing", "mail", 20)]
 
 
+def test_fragmentation_alerts_only_above_the_rebuild_page_floor() -> None:
+    """A small index is never rebuilt (below 1000 pages the action does nothing), so its
+    fragmentation must not fire an alert that no action can resolve."""
+    rules = [r for r in effective_rules(cfg(alerts={"thresholds_for_s": 0}))
+             if r.metric == "fragmentation_pct" and r.queues == frozenset({"jobs"})]
+    assert rules and all(r.guard == ("page_count", ">=", 1000.0) for r in rules)
+    small = [row("fragmentation_pct", 90), row("page_count", 40)]
+    big = [row("fragmentation_pct", 90), row("page_count", 5000)]
+    shrunk = [row("fragmentation_pct", 90), row("page_count", 900)]
+    transitions, _ = _run(rules, [(0, small), (10, big), (20, shrunk)])
+    assert [(s, st) for s, st, *_ in transitions] == [(10, "firing"), (10, "firing"), (20, "resolved"),
+                                                       (20, "resolved")]
+    # Without a page count in the cycle the rule is not suppressed.
+    transitions, _ = _run(rules, [(0, [row("fragmentation_pct", 90)])])
+    assert len(transitions) == 2
+
+
 def test_a_firing_alert_loaded_from_the_store_is_not_announced_again() -> None:
     rules = effective_rules(cfg(alerts={"thresholds": False, "rules": [{"metric": "depth", "value": 10}]}))
     prev = {("depth > 10", "a", "jobs"): AlertState("depth > 10", "a", "jobs", "firing", T0, 20, T0)}
