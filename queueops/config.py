@@ -341,7 +341,7 @@ def _cross_checks(cfg: Config) -> list[Problem]:
             problems.append(Problem(f"targets[{i}].name", t.name, "duplicate target name"))
         for fld in ("url", "actions_url"):
             url = getattr(t, fld)
-            if url and not secrets.is_reference(url) and secrets.mask(url) != url:
+            if url and not secrets.is_reference(url) and secrets.has_literal_password(url):
                 problems.append(Problem(f"targets[{i}].{fld}", secrets.mask(url),
                                         "holds a literal password; use password = \"env:NAME\" or \"file:PATH\""))
     by_target = {t.name: t for t in cfg.targets}

@@ -75,6 +75,14 @@ def _remember_embedded(text: str) -> None:
                     _KNOWN_SECRETS.add(form)
 
 
+def has_literal_password(url: str) -> bool:
+    """Whether a connection string itself carries a password (URL ``user:pw@`` or ``PWD=``).
+
+    Pattern-only on purpose: the answer must not depend on which secrets this process has
+    happened to resolve before (unlike :func:`mask`)."""
+    return any(m["pw"] for pattern in (_URL_PASSWORD, _KV_PASSWORD) for m in pattern.finditer(url))
+
+
 def mask(text: object) -> str:
     """Return ``text`` with passwords in URLs / ODBC strings and every known secret replaced."""
     out = str(text)

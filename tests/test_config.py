@@ -128,6 +128,22 @@ def test_literal_password_in_url_is_refused_and_masked(tmp_path: Path) -> None:
     assert "literal password" in str(info.value)
 
 
+def test_the_literal_password_check_does_not_depend_on_secrets_seen_before(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secret resolved earlier in the process (here the user name "queue") used to make any URL
+    containing it look like one with a literal password."""
+    from queueops import secrets
+
+    monkeypatch.setattr(secrets, "_KNOWN_SECRETS", set(secrets._KNOWN_SECRETS))  # this test's own
+    secrets.remember("queue")
+    path = tmp_path / "ok.toml"
+    path.write_text('[[targets]]\nname="a"\ndialect="postgresql"\nurl="postgresql://queue@h/queue"\n'
+                    'password="file:pw"\n')
+    assert config_mod.load(path).targets[0].url == "postgresql://queue@h/queue"
+    assert secrets.has_literal_password("Driver=x;Server=h;PWD={a;b}") and not secrets.has_literal_password(
+        "Driver=x;Server=h;UID=u")
+
+
 @pytest.mark.parametrize("name", ['a"b', "a]b", "a;b", "a--b", "a/*b", "ｔａｂｌｅ", "x" * 64, "", " a", "a\x00b"])
 def test_hostile_identifiers_are_refused(name: str) -> None:
     assert identifier_problem(name, "postgresql") is not None
