@@ -52,17 +52,29 @@ from queueops.store.writer import StoreWriter
 log = logging.getLogger("queueops.service")
 
 
-class _MaskSecrets(logging.Filter):
+class _MaskingFormatter(logging.Formatter):
+    """Masks the whole formatted record: the message and any traceback or stack under it
+    (a driver's exception text can quote a connection string)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return secrets.mask(super().format(record))
+
+
+class _DropCountedSkips(logging.Filter):
+    """APScheduler warns on every skipped or missed run; the service counts those itself
+    (``queueops_cycles_skipped``, logged at debug), so a slow target does not flood the log."""
+
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = secrets.mask(record.getMessage())
-        record.args = None
-        return True
+        if not record.name.startswith("apscheduler"):
+            return True
+        text = record.getMessage()
+        return not ("maximum number of running instances reached" in text or "was missed by" in text)
 
 
 def setup_logging(level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_MaskSecrets())
+    handler.setFormatter(_MaskingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_DropCountedSkips())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
