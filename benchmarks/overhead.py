@@ -1,10 +1,10 @@
 """What the console costs a busy queue: throughput and dequeue stalls with and without it.
 
-    python benchmarks/overhead.py [--rounds 6] [--seconds 20] [--consumers 4]
+    python benchmarks/overhead.py [--rounds 6] [--seconds 20] [--producers 3] [--consumers 4]
 
 One run, on a private embedded PostgreSQL (a temporary folder, any free port):
 
-* the lab workload at its highest setting: every queue's producer as fast as it can go
+* the lab workload at its highest setting: ``--producers`` producers per queue as fast as they can go
   (``produce_per_s`` at its maximum, no production wave), ``--consumers`` consumers per queue with
   no simulated work, so the machine is saturated and throughput is capacity, not offered load;
 * the ``dead-consumer`` fault on throughout, so stuck leases keep appearing in both conditions;
@@ -62,9 +62,9 @@ QUEUES = ("delete", "status", "lease", "due", "ring")
 PROBE_WORKER = "probe"
 
 
-def rates(consumers: int) -> dict[str, float]:
+def rates(consumers: int, producers: int = 3) -> dict[str, float]:
     """The highest workload the lab's knobs give (queueops/lab/settings.py)."""
-    return {"produce_per_s": 5000, "consume_per_s": 5000, "consumers": consumers, "wave": 0, "work_ms": 0,
+    return {"produce_per_s": 5000, "consume_per_s": 5000, "producers": producers, "consumers": consumers, "wave": 0, "work_ms": 0,
             # Stuck leases stay stuck until a requeue: the consumers never reclaim them.
             "lease_reclaim_s": 0}
 
@@ -280,7 +280,7 @@ def collector_cycles(store: Path, windows: list[Window]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     load_start = loadavg()
     print(f"overhead: starting a private lab (load average {load_start})", file=sys.stderr)
-    lab = PrivateLab.start(rates(args.consumers), fsync=args.fsync, prefix="queueops-overhead-")
+    lab = PrivateLab.start(rates(args.consumers, args.producers), fsync=args.fsync, prefix="queueops-overhead-")
     work = lab.base / "console"
     work.mkdir()
     store, lake = work / "store.db", work / "lake"
@@ -423,7 +423,7 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
             "requeued_rows": sum(int(a.get("rows") or 0) for a in in_console),
             "requeue_seconds_max": max((a.get("seconds", 0) for a in in_console), default=None),
         },
-        "workload": {**rates(args.consumers), "producers_per_queue": 1, "fault": "dead-consumer on throughout",
+        "workload": {**rates(args.consumers, args.producers), "fault": "dead-consumer on throughout",
                      "fsync": args.fsync},
         "settings": {"console_parts": args.parts, "rounds": args.rounds, "seconds": args.seconds, "settle_s": args.settle,
                      "warmup_s": args.warmup, "order": "ABBA (baseline first in even rounds)"},
@@ -443,6 +443,7 @@ def main() -> None:
                     help="seconds between a condition being ready (console: first cycle stored, first requeue "
                          "done) and its window (default 3)")
     ap.add_argument("--warmup", type=float, default=20, help="workload warm-up before the first window")
+    ap.add_argument("--producers", type=int, default=3, help="producers per queue (default 3)")
     ap.add_argument("--consumers", type=int, default=4, help="consumers per queue (default 4)")
     ap.add_argument("--slow-s", type=float, default=10, help="interval of the slow collectors (default 10)")
     ap.add_argument("--requeue-every", type=float, default=5, help="seconds between requeues (default 5)")

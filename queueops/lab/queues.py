@@ -2,8 +2,9 @@
 
 * ``delete``: the consumer deletes the lowest key at or above the watermark (``DELETE ... WHERE id =
   (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING``) and moves the watermark forward every
-  ``watermark_every``-th key, ``watermark_buffer`` behind it. There is exactly one producer per
-  queue, so keys commit in key order: the watermark never passes a row that is still to come.
+  ``watermark_every``-th key, ``watermark_buffer`` behind it. Its producers (``producers``, one by
+  default) take a transaction advisory lock before drawing a key, so keys commit in key order and
+  the watermark never passes a row that is still to come.
 * ``status``: QueueMeta/QueueData; 0 ready -> 1 processing -> 2 done (done rows stay); a failure
   goes back to 0 (or to 3 failed after ``max_attempts``).
 * ``lease``: the claim stamps ``processing_started_at``; success deletes, a failure writes
@@ -36,16 +37,22 @@ def _payload() -> str:
 
 
 class Producer(Worker):
-    """Poisson arrivals at the queue's current point on the production wave."""
+    """Poisson arrivals at the queue's current point on the production wave; with several
+    producers each makes its share (``produce_per_s / producers``)."""
 
-    def __init__(self, ctx: Context, queue: str):
-        super().__init__(ctx, f"{queue}-producer")
+    def __init__(self, ctx: Context, queue: str, index: int = 0):
+        super().__init__(ctx, f"{queue}-producer" + (f"-{index + 1}" if index else ""))
         self.queue = queue
+        self.index = index
         self.counter_scope = queue
+
+    def retired(self) -> bool:
+        return self.index >= self.ctx.settings.integer("producers", self.queue)
 
     def rate(self) -> float:
         s = self.ctx.settings
-        return production_rate(time.monotonic() - self.ctx.started, s.get("produce_per_s", self.queue),
+        share = s.get("produce_per_s", self.queue) / max(1, s.integer("producers", self.queue))
+        return production_rate(time.monotonic() - self.ctx.started, share,
                                s.get("wave", self.queue), s.get("wave_period_s"), queue_phase(self.queue))
 
     def step(self, conn: psycopg.Connection | None) -> float:

@@ -36,6 +36,8 @@ KNOBS: dict[str, Knob] = {
     "consume_per_s": Knob(5, 0, 5000, True, doc="items the consumers of a queue take per second, at most "
                           "(default: 1.25 x produce_per_s, so backlogs always drain)"),
     "consumers": Knob(2, 0, 16, True, True, "consumer threads (connections) per queue"),
+    "producers": Knob(1, 1, 16, True, True, "producer threads (connections) per queue; together they produce "
+                      "produce_per_s"),
     "wave": Knob(0.8, 0, 1, True, doc="amplitude of the production wave, as a fraction of the rate"),
     "wave_period_s": Knob(120, 5, 86400, doc="period of the production wave"),
     "work_ms": Knob(150, 0, 60000, True, doc="simulated processing time of one item, at most"),

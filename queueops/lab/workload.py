@@ -4,7 +4,7 @@ Started in the background by ``queueops lab start`` (see :func:`queueops.lab.con
 and stopped with SIGTERM by ``queueops lab stop``. One process, one thread per worker, one
 autocommit connection per thread:
 
-* a producer and ``consumers`` consumers for each of the five lab queues (:mod:`queueops.lab.queues`);
+* ``producers`` producers and ``consumers`` consumers for each of the five lab queues (:mod:`queueops.lab.queues`);
 * one worker per fault switch (:mod:`queueops.lab.faults`);
 * the main thread: polls ``lab.faults`` and ``lab.settings`` every second, keeps the number of
   consumer threads as configured, flushes counters to ``lab.counters``, trims what would grow
@@ -51,6 +51,7 @@ class Controller(Worker):
     def __init__(self, ctx: Context):
         super().__init__(ctx, "controller")
         self.workers: list[Worker] = []
+        self.producers: dict[str, list[Producer]] = {q: [] for q in QUEUES}
         self.consumers: dict[str, list[Consumer]] = {q: [] for q in QUEUES}
         self.next_flush = self.next_summary = 0.0
         self.next_trim_status = self.next_trim_ledger = 0.0
@@ -87,10 +88,6 @@ class Controller(Worker):
         return True
 
     def start_workers(self) -> None:
-        for queue in QUEUES:
-            producer = Producer(self.ctx, queue)
-            self.workers.append(producer)
-            producer.start()
         for cls in FAULT_WORKERS:
             worker = cls(self.ctx)
             self.workers.append(worker)
@@ -98,22 +95,24 @@ class Controller(Worker):
         self.supervise()
 
     def supervise(self) -> None:
-        """Start consumers up to the configured count (extra ones retire by themselves)."""
+        """Start producers and consumers up to the configured counts (extra ones retire by themselves)."""
         if self.ctx.stop.is_set():
             return
         for queue in QUEUES:
-            wanted = self.ctx.settings.integer("consumers", queue)
-            alive = [c for c in self.consumers[queue] if c.is_alive()]
-            have = {c.index for c in alive}
-            for index in range(wanted):
-                if index not in have:
-                    consumer = Consumer(self.ctx, queue, index)
-                    alive.append(consumer)
-                    consumer.start()
-            self.consumers[queue] = alive
+            for pool, knob, cls in ((self.producers, "producers", Producer), (self.consumers, "consumers", Consumer)):
+                wanted = self.ctx.settings.integer(knob, queue)
+                alive = [w for w in pool[queue] if w.is_alive()]
+                have = {w.index for w in alive}
+                for index in range(wanted):
+                    if index not in have:
+                        worker = cls(self.ctx, queue, index)
+                        alive.append(worker)
+                        worker.start()
+                pool[queue] = alive
 
     def all_threads(self) -> list[Worker]:
-        return self.workers + [c for cs in self.consumers.values() for c in cs]
+        pools = (*self.producers.values(), *self.consumers.values())
+        return self.workers + [w for ws in pools for w in ws]
 
     # -- the loop -----------------------------------------------------------------------------
     def step(self, conn: psycopg.Connection | None) -> float:
@@ -206,9 +205,9 @@ def serve(config_path: Path) -> int:
         return 0
     ctx.outage.back(controller.name, reconnect=False)
     s = ctx.settings
-    log.info("workload running: %s consumers per queue, %.3g items/s produced per queue on average "
-             "(wave +-%.0f%% over %.0fs), consumers take up to %.3g/s; ring capacity %d",
-             s.integer("consumers"), s.get("produce_per_s"), 100 * s.get("wave"), s.get("wave_period_s"),
+    log.info("workload running: %s producers and %s consumers per queue, %.3g items/s produced per queue on "
+             "average (wave +-%.0f%% over %.0fs), consumers take up to %.3g/s; ring capacity %d",
+             s.integer("producers"), s.integer("consumers"), s.get("produce_per_s"), 100 * s.get("wave"), s.get("wave_period_s"),
              s.get("consume_per_s"), ctx.ring_capacity)
     if s.values:
         log.info("lab.settings: %s", ", ".join(f"{k}={v:g}" for k, v in sorted(s.values.items())))

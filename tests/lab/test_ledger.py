@@ -47,10 +47,37 @@ def test_restart_clean_stop_and_ledger(lab) -> None:  # noqa: ANN001 - the sessi
     assert "SIGTERM: stopping" in log and log.rstrip().endswith("workload stopped")
 
     with lab.connect() as conn:
+        failed = conn.execute("SELECT count(*) FROM lab.ledger WHERE event = 'failed'").fetchone()[0]
+    assert_ledger_clean(lab)
+    assert failed > 0  # failures were retried, not lost
+    lab.reset()
+
+
+def test_several_producers_and_consumers_per_queue_lose_nothing(lab) -> None:  # noqa: ANN001
+    """The load benchmark's setting: three producers and four consumers per queue, no think time.
+    The delete queue's producers serialise their key draws, so its watermark strands nothing."""
+    lab.reset()
+    running = start(lab, lab.config_path, {"producers": "3", "consumers": "4", "produce_per_s": "150",
+                                           "consume_per_s": "200", "work_ms": "0", "wave": "0",
+                                           "due_delay_s": "0.5", "watermark_every": "2", "watermark_buffer": "0"})
+    try:
+        wait_for(lambda: all(counter(lab, f"processed.{q}") > 300 for q in QUEUES), 90,
+                 what="every queue to process 300 items")
+    finally:
+        stop(running)
+    with lab.connect() as conn:
+        producers = dict(conn.execute(
+            "SELECT queue, count(DISTINCT worker) FROM lab.ledger WHERE event = 'produced' GROUP BY queue").fetchall())
+    assert producers == {q: 3 for q in QUEUES}, producers
+    assert_ledger_clean(lab)
+    lab.reset()
+
+
+def assert_ledger_clean(lab) -> None:  # noqa: ANN001
+    with lab.connect() as conn:
         cur = conn.execute(sqlfiles.load("postgresql", "lab/ledger_check").text)
         cols = [d.name for d in cur.description]
         audit = {row[0]: dict(zip(cols, row, strict=True)) for row in cur.fetchall()}
-        failed = conn.execute("SELECT count(*) FROM lab.ledger WHERE event = 'failed'").fetchone()[0]
     assert set(audit) == set(QUEUES)
     for queue, row in audit.items():
         assert row["produced"] > 0 and row["processed"] > 0, row
@@ -61,5 +88,3 @@ def test_restart_clean_stop_and_ledger(lab) -> None:  # noqa: ANN001 - the sessi
         assert row["queued_after_processed"] == 0, row
         assert row["lost"] == 0, row
         assert row["produced"] == row["processed"] + row["queued"], (queue, row)
-    assert failed > 0  # failures were retried, not lost
-    lab.reset()

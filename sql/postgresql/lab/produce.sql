@@ -2,7 +2,11 @@
 -- Each statement also writes the 'produced' ledger row, so the item and its ledger entry commit
 -- (or fail) together: a crash or a lost connection can never leave one without the other.
 -- @block delete
-WITH i AS (INSERT INTO lab.q_delete (payload) VALUES (:payload) RETURNING id)
+-- Several producers: the advisory lock (held to commit) is taken before the key is drawn, so keys
+-- commit in key order and the consumers' watermark never passes a row still to be committed.
+WITH i AS (INSERT INTO lab.q_delete (payload)
+           SELECT :payload FROM (SELECT pg_advisory_xact_lock(hashtext('lab.q_delete produce'))) AS serial
+           RETURNING id)
 INSERT INTO lab.ledger (queue, item, event, worker)
 SELECT 'delete', id, 'produced', :worker FROM i
 RETURNING item
