@@ -11,6 +11,7 @@ from queueops.actions import audit
 from queueops.cli import main
 from queueops.commands.audit import parse_since
 from queueops.store import open_engine
+from tests.actions.conftest import SCHEMA
 
 
 def _stuck(acts, n: int = 250) -> None:  # noqa: ANN001
@@ -76,6 +77,38 @@ def test_viewer_is_refused_and_audited(acts, capsys) -> None:  # noqa: ANN001
     assert rec["outcome"] == "refused" and rec["role"] == "viewer" and rec["action"] == "requeue"
     full = json.loads(_main(acts, capsys, "audit", "--json", "--id", str(rec["id"]), config="viewer")[1])
     assert "SKIP LOCKED" in full["command"] and full["preview"]["row_count"] == 250
+
+
+EVERY_ACTION = [("requeue", "lease", ()), ("requeue", "status", ()), ("archive", "status", ("--older-than-s", "0")),
+                ("watermark-reset", "delete", ()), ("rebuild", "churn", ("--min-pages", "0", "--allow-offline"))]
+
+
+def _fingerprint(acts) -> tuple:  # noqa: ANN001 - everything any action could change
+    return acts.sql(
+        "SELECT (SELECT count(*) FROM @lease WHERE processing_started_at IS NULL), "
+        "(SELECT count(*) FILTER (WHERE status = 1) FROM @meta), (SELECT count(*) FROM @meta_arch), "
+        "(SELECT low_key FROM @wm), (SELECT count(*) FROM @churn), "
+        "(SELECT array_agg(relfilenode ORDER BY relname) FROM pg_class "
+        " WHERE relnamespace = %s::regnamespace AND relkind = 'i')", (f'"{SCHEMA}"',))[0]
+
+
+def test_a_viewer_is_refused_every_action_and_nothing_changes(acts) -> None:  # noqa: ANN001
+    _stuck(acts, 40)
+    acts.sql("INSERT INTO @meta (status, status_changed_at) SELECT s, now() - interval '2 days' "
+             "FROM generate_series(1, 30), unnest(array[1, 2]) AS s")
+    acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 50)")
+    acts.sql("INSERT INTO @churn (id) SELECT g FROM generate_series(1, 3000) AS g")
+    acts.sql("DELETE FROM @churn WHERE id % 10 <> 0")
+    before = _fingerprint(acts)
+    started = datetime.now(UTC)
+    for action, queue, extra in EVERY_ACTION:
+        out = acts.cli("act", action, "--queue", queue, "--yes", *extra, config="viewer")
+        assert out.returncode == 3, (action, out.stdout, out.stderr)
+        assert "only operators run actions" in out.stderr, (action, out.stderr)
+    assert _fingerprint(acts) == before
+    refused = audit.entries(open_engine(acts.config("viewer")), user="vera", since=started, limit=50)
+    assert sorted((r["action"], r["queue"]) for r in refused) == sorted((a, q) for a, q, _ in EVERY_ACTION)
+    assert {r["outcome"] for r in refused} == {"refused"}
 
 
 def test_bad_requests_are_clear_errors(acts, capsys) -> None:  # noqa: ANN001

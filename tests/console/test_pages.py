@@ -6,60 +6,22 @@ session, the way app.py runs it after the sign-in gate; the gate itself runs thr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
-from tests.console.conftest import OPERATOR, VIEWER, ConsoleEnv
-
-TIMEOUT = 60
-
-
-def _page(module: str) -> None:
-    import importlib
-
-    importlib.import_module(module).render()
-
-
-def page(module: str, role: str = "operator", **query: str) -> AppTest:
-    at = AppTest.from_function(_page, args=(module,), default_timeout=TIMEOUT)
-    at.session_state["qo_identity"] = {"name": "oncall" if role == "operator" else "watcher", "role": role,
-                                       "method": "local"}
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
-
-
-@pytest.fixture()
-def env(console_lab: ConsoleEnv, monkeypatch: pytest.MonkeyPatch) -> Iterator[ConsoleEnv]:
-    import streamlit as st
-
-    monkeypatch.setenv("QUEUEOPS_CONFIG", str(console_lab.config_path))
-    st.cache_resource.clear()  # the live sampler is shared on purpose; each test wants a fresh one
-    yield console_lab
-
-
-def stuck_leases(env: ConsoleEnv, n: int, ready: int = 0) -> None:
-    with env.lab.connect() as conn:
-        conn.execute("INSERT INTO lab.q_lease (created_at, processing_started_at) "
-                     "SELECT now() - interval '5 min', now() - interval '2 min' FROM generate_series(1, %s)", (n,))
-        if ready:
-            conn.execute("INSERT INTO lab.q_lease (created_at) SELECT now() FROM generate_series(1, %s)", (ready,))
-
-
-def count_stuck(env: ConsoleEnv) -> int:
-    with env.lab.connect() as conn:
-        return conn.execute("SELECT count(*) FROM lab.q_lease WHERE processing_started_at < now() - interval '20 s'"
-                            ).fetchone()[0]
-
-
-def texts(at: AppTest) -> str:
-    parts = [e.value for e in (*at.markdown, *at.caption, *at.info, *at.warning, *at.error, *at.success)]
-    parts += [str(e.value) for e in at.metric]
-    return "\n".join(str(p) for p in parts)
+from tests.console.conftest import (
+    OPERATOR,
+    TIMEOUT,
+    VIEWER,
+    ConsoleEnv,
+    count_stuck,
+    page,
+    stuck_leases,
+    texts,
+)
 
 
 def test_sign_in_gate_with_the_users_file(env: ConsoleEnv) -> None:
