@@ -7,9 +7,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 import pytest
@@ -17,6 +19,20 @@ import pytest
 from queueops import config as config_mod
 from queueops.lab import control
 from queueops.lab.pgserver import EmbeddedPostgres, ServerInfo
+
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T], timeout: float, interval: float = 0.2, what: str = "condition") -> T:
+    """Poll ``probe`` until it returns something truthy; fail the test with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {value!r})")
+        time.sleep(interval)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +20,7 @@ import pytest
 from queueops import actions, sqlfiles
 from queueops import config as config_mod
 from queueops.lab import control
+from tests.conftest import wait_for
 
 T = TypeVar("T")
 LEASE_TIMEOUT_S = 3
@@ -27,15 +28,6 @@ SETTINGS = {"produce_per_s": "5", "consume_per_s": "12", "dead_consumer_per_s": 
             "wave_period_s": "20", "churn_rows": "4000", "churn_every_s": "0.5"}
 
 
-def wait_for(probe: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last: {value!r})")
-        time.sleep(interval)
 
 
 class Lab:
@@ -87,7 +79,7 @@ def wl(lab) -> Iterator[Lab]:  # noqa: ANN001
     w = Lab(lab, path)
     try:
         wait_for(lambda: all(w.counter(f"produced.{q}") > 0 for q in ("delete", "status", "lease")), 30,
-                 "the workload's producers")
+                 what="the workload's producers")
         yield w
     finally:
         control.stop_workload(lab.state_dir)
@@ -100,7 +92,7 @@ def wl(lab) -> Iterator[Lab]:  # noqa: ANN001
 def test_requeue_with_dead_consumer(wl: Lab) -> None:
     wl.fault("dead-consumer", True)
     wait_for(lambda: wl.counter("dead_consumer.lease") >= 8 and wl.counter("dead_consumer.status") >= 8, 30,
-             "the dead consumer to take items")
+             what="the dead consumer to take items")
     wl.fault("dead-consumer", False)
     time.sleep(LEASE_TIMEOUT_S + 2.5)  # its leases expire; the counters flush
     cfg = wl.cfg()
@@ -119,7 +111,7 @@ def test_requeue_with_dead_consumer(wl: Lab) -> None:
         # They come back and the consumers process them.
         wait_for(lambda s=stuck, q=queue: wl.one("SELECT count(DISTINCT item) FROM lab.ledger WHERE queue = %s "
                                                  "AND event IN ('processed', 'failed') AND item = ANY(%s)", q, s)
-                 == len(s), 30, f"the requeued {queue} items to be processed")
+                 == len(s), 30, what=f"the requeued {queue} items to be processed")
         time.sleep(2.5)  # counters flush every 2 s
         assert wl.lock_timeouts() == timeouts  # no dequeuer waited out its lock timeout meanwhile
     control.stop_workload(wl.lab.state_dir)  # the ledger audit needs a quiet queue
@@ -137,7 +129,7 @@ def test_watermark_reset_after_watermark_jump(wl: Lab) -> None:
     drift_sql = ("SELECT (SELECT min(id) FROM lab.q_delete) - (SELECT low_key FROM lab.q_delete_watermark)")
     stranded_sql = "SELECT count(*) FROM lab.q_delete WHERE id < (SELECT low_key FROM lab.q_delete_watermark)"
     wl.fault("watermark-jump", True)
-    wait_for(lambda: (wl.one(drift_sql) or 0) < 0 and wl.one(stranded_sql) >= 5, 40, "the jumps to strand items")
+    wait_for(lambda: (wl.one(drift_sql) or 0) < 0 and wl.one(stranded_sql) >= 5, 40, what="the jumps to strand items")
     wl.fault("watermark-jump", False)
     time.sleep(1.5)  # the fault worker sees the switch
     stranded = wl.one("SELECT array_agg(id) FROM lab.q_delete WHERE id < (SELECT low_key FROM lab.q_delete_watermark)")
@@ -158,14 +150,14 @@ def test_watermark_reset_after_watermark_jump(wl: Lab) -> None:
         conflicts += 1
     assert result.outcome == "ok", result.error
     wait_for(lambda: wl.one("SELECT count(DISTINCT item) FROM lab.ledger WHERE queue = 'delete' AND event = 'processed' "
-                            "AND item = ANY(%s)", stranded) == len(stranded), 30, "the stranded items to be dequeued")
+                            "AND item = ANY(%s)", stranded) == len(stranded), 30, what="the stranded items to be dequeued")
     assert (wl.one(drift_sql) or 0) >= 0  # watermark_drift is back to >= 0 (0 when empty)
     print(f"\nwatermark-reset: {len(stranded)} stranded items released, {conflicts} preview(s) overtaken")
 
 
 def test_rebuild_after_churn(wl: Lab) -> None:
     wl.fault("churn", True)
-    wait_for(lambda: wl.counter("churn.rows") >= 30_000, 60, "churn")
+    wait_for(lambda: wl.counter("churn.rows") >= 30_000, 60, what="churn")
     wl.fault("churn", False)
     time.sleep(1.5)
     cfg = wl.cfg()

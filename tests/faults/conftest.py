@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,7 +27,7 @@ from queueops import sqlfiles
 from queueops.lab import control
 from queueops.lab.config import write_lab_config
 from queueops.lab.pgserver import EmbeddedPostgres
-from tests.conftest import ROOT, Lab, make_state_dir
+from tests.conftest import ROOT, Lab, make_state_dir, wait_for  # noqa: F401 - re-exported
 
 T = TypeVar("T")
 
@@ -46,16 +45,6 @@ WORKLOAD_SETTINGS = {
 QUEUES = ("delete", "status", "lease", "due", "ring")
 
 
-def wait_for(probe: Callable[[], T], timeout: float, interval: float = 0.1, what: str = "condition") -> T:
-    """Poll ``probe`` until it returns something truthy; fail the test with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {value!r})")
-        time.sleep(interval)
 
 
 # ---------------------------------------------------------------------------------------------

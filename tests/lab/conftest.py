@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,7 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from queueops.lab import control
-from tests.conftest import Lab
+from tests.conftest import Lab, wait_for  # noqa: F401 - re-exported
 
 T = TypeVar("T")
 LEASE_TIMEOUT_S = 3  # the test config's lease timeout (lab.toml says 20-30 s)
@@ -28,16 +27,6 @@ TEST_SETTINGS = {
 }
 
 
-def wait_for(probe: Callable[[], T], timeout: float, interval: float = 0.2, what: str = "condition") -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {value!r})")
-        time.sleep(interval)
 
 
 def one(lab: Lab, sql: str, *params: Any) -> Any:
