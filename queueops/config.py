@@ -215,7 +215,8 @@ class Console(_Model):
 
 class Report(_Model):
     path: str = ".queueops/report.html"
-    daily_at: str | None = None
+    # UTC time of day at which the service writes the report; HH:MM, 00:00 to 23:59.
+    daily_at: str | None = Field(default=None, pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
 
 
 class Pipeline(_Model):

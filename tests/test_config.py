@@ -158,3 +158,15 @@ def test_quoting_is_always_applied() -> None:
 def test_example_config_is_valid() -> None:
     cfg = config_mod.load(ROOT / "examples" / "queueops.toml")
     assert {t.dialect for t in cfg.targets} == {"postgresql", "mssql"}
+
+
+@pytest.mark.parametrize("value", ["25:99", "7:00", "07:60", "noon"])
+def test_a_bad_daily_report_time_names_the_file_field_and_value(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "report.toml"
+    path.write_text(f'[report]\ndaily_at = "{value}"\n[[targets]]\nname="a"\ndialect="postgresql"\n'
+                    'url="postgresql://u@h/d"\n')
+    with pytest.raises(config_mod.ConfigError) as info:
+        config_mod.load(path)
+    assert str(path) in str(info.value) and "report.daily_at" in str(info.value) and value in str(info.value)
+    path.write_text(path.read_text().replace(value, "06:30"))
+    assert config_mod.load(path).report.daily_at == "06:30"
