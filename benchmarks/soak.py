@@ -151,6 +151,10 @@ class Soak:
               f"{rec.get('rows', '')} {rec.get('error', '')[:120]}", file=sys.stderr)
 
     def inject(self, fault: str, slot: float) -> None:
+        if fault == "churn":
+            # Its marks (dead tuples, leaf density) are read by the slow collectors: on long enough
+            # for at least one of their samples, or the remedy would erase it unseen.
+            slot = max(slot, self.args.slow_s + 2 * self.args.fast_s)
         rec = Injected(fault, now_utc())
         self.injected.append(rec)
         print(f"  [{self.elapsed():6.0f}s] fault {fault} on for {slot:.0f}s", file=sys.stderr)
