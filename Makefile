@@ -12,7 +12,7 @@ help:
 	@echo "make demo   start the lab and the console at http://localhost:8501 (Ctrl-C stops all)"
 	@echo "make test   install everything and run the whole test suite"
 	@echo "make lint   ruff"
-	@echo "make bench  run the benchmarks (JSON on stdout)"
+	@echo "make bench  every benchmark in turn, one JSON object each on stdout (about 40 minutes)"
 	@echo "make soak   a 20-minute soak: faults, service, exporter, actions (JSON on stdout)"
 	@echo "make clean  stop the lab and remove .venv and .queueops"
 
@@ -36,8 +36,10 @@ test: setup
 lint: setup
 	$(BIN)/ruff check .
 
+BENCHMARKS := collect_cycle store_write actions_rebuild_stall seeds pipeline ui_render overhead
+
 bench: setup
-	$(BIN)/python benchmarks/collect_cycle.py
+	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py" >&2; $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 soak: setup
 	$(BIN)/python benchmarks/soak.py

@@ -60,9 +60,14 @@ def test_several_producers_and_consumers_per_queue_lose_nothing(lab) -> None:  #
     running = start(lab, lab.config_path, {"producers": "3", "consumers": "4", "produce_per_s": "150",
                                            "consume_per_s": "200", "work_ms": "0", "wave": "0",
                                            "due_delay_s": "0.5", "watermark_every": "2", "watermark_buffer": "0"})
+    def processed_everywhere() -> bool:  # from the ledger (emptied by start): counters outlive a test
+        with lab.connect() as conn:
+            done = dict(conn.execute("SELECT queue, count(*) FROM lab.ledger WHERE event = 'processed' "
+                                     "GROUP BY queue").fetchall())
+        return all(done.get(q, 0) >= 300 for q in QUEUES)
+
     try:
-        wait_for(lambda: all(counter(lab, f"processed.{q}") > 300 for q in QUEUES), 90,
-                 what="every queue to process 300 items")
+        wait_for(processed_everywhere, 120, interval=0.5, what="every queue to process 300 items")
     finally:
         stop(running)
     with lab.connect() as conn:
