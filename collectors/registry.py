@@ -43,7 +43,7 @@ COLLECTORS: tuple[Collector, ...] = (
               metrics=("occupancy", "occupancy_pct", "free_slots", "pop_ahead_of_push", "slots_in_use")),
     Collector("lock_waits", "fast", description="sessions waiting on the queue table's locks; per-table "
               "lock and latch wait totals where the engine keeps them",
-              metrics=("lock_waiters", "lock_wait_max_s", "row_lock_waits_total", "row_lock_wait_ms_total",
+              metrics=("lock_waiters", "lock_wait_max_s", "lock_blockers", "row_lock_waits_total", "row_lock_wait_ms_total",
                        "page_lock_waits_total", "page_latch_waits_total", "page_latch_wait_ms_total",
                        "lock_escalations_total", "page_splits_total", "leaf_ghosts")),
     Collector("lock_timeouts", "fast", "target", description="server lock-timeout / deadlock counters (raw totals)",

@@ -84,6 +84,7 @@ PROFILE: dict[str, tuple[str, ...]] = {
     m.WATERMARK_DRIFT + NEG: ("samples", "min", "first_ts", "last_ts"),
     m.STRANDED + POS: _WHEN,
     m.LOCK_WAITERS + ANY: _WHEN,
+    m.LOCK_BLOCKERS + ANY: _WHEN,
     m.LOCK_WAIT_S: ("max",),
     **{lt: ("delta",) for lt in m.LOCK_TIMEOUTS},
     **{ev: ("sum",) for ev in m.LOCK_TIMEOUT_EVENTS},
@@ -104,7 +105,7 @@ def col(metric: str, stat: str) -> str:
 def signals(samples: DataFrame, rollups5m: DataFrame, p: Params) -> DataFrame:
     """Signal rows (profile input) that need raw samples or 5-minute windows."""
     n = p.stuck_cycles
-    names = sql_list((m.STUCK_LEASES, m.WATERMARK_DRIFT, m.STRANDED, m.LOCK_WAITERS))
+    names = sql_list((m.STUCK_LEASES, m.WATERMARK_DRIFT, m.STRANDED, m.LOCK_WAITERS, m.LOCK_BLOCKERS))
     frame = f"OVER (PARTITION BY target, database, queue, metric ORDER BY ts, value ROWS BETWEEN {n - 1} PRECEDING " \
             "AND CURRENT ROW)"
     s = samples.where(f"metric IN ({names}) AND value IS NOT NULL").selectExpr(
@@ -113,7 +114,8 @@ def signals(samples: DataFrame, rollups5m: DataFrame, p: Params) -> DataFrame:
            f"AND unix_micros(ts) - unix_micros(fstart) <= 3600000000L THEN '{m.STUCK_LEASES}{HELD}' "
            f"WHEN metric = '{m.WATERMARK_DRIFT}' AND value < 0 THEN '{m.WATERMARK_DRIFT}{NEG}' "
            f"WHEN metric = '{m.STRANDED}' AND value > 0 THEN '{m.STRANDED}{POS}' "
-           f"WHEN metric = '{m.LOCK_WAITERS}' AND value >= 1 THEN '{m.LOCK_WAITERS}{ANY}' END")
+           f"WHEN metric = '{m.LOCK_WAITERS}' AND value >= 1 THEN '{m.LOCK_WAITERS}{ANY}' "
+           f"WHEN metric = '{m.LOCK_BLOCKERS}' AND value >= 1 THEN '{m.LOCK_BLOCKERS}{ANY}' END")
     raw = (s.where("in_scope").selectExpr("*", f"{sig} AS signal").where("signal IS NOT NULL")
            .selectExpr(*QKEYS, "hour_start", "signal AS metric", "1L AS samples", "value AS min", "value AS max",
                        "value AS mean", "value AS sum", "value AS first", "value AS last", "ts AS first_ts", "ts AS last_ts",
@@ -274,19 +276,26 @@ def lock_timeout_burst(prof: DataFrame, p: Params) -> DataFrame:
 
 
 def lock_waits(prof: DataFrame, p: Params) -> DataFrame:
-    """Sessions waiting on a lock on the queue table on ``lock_wait_cycles`` or more samples."""
+    """Sessions waiting on a lock on the queue table, or a session holding a table lock that blocks
+    every change to it, on ``lock_wait_cycles`` or more samples. The holder counts on its own:
+    dequeuers with a short lock timeout wait only briefly and retry, so samples can miss them."""
     a = lambda s: col(m.LOCK_WAITERS + ANY, s)  # noqa: E731
+    b = lambda s: col(m.LOCK_BLOCKERS + ANY, s)  # noqa: E731
     longest = col(m.LOCK_WAIT_S, "max")
+    waiting = (f"coalesce({a('samples')}, 0) >= {p.lock_wait_cycles} AND lock_waiters_warn IS NOT NULL "
+               f"AND {a('max')} >= lock_waiters_warn")
+    held = f"coalesce({b('samples')}, 0) >= {p.lock_wait_cycles}"
     return _emit(
-        prof.where(f"{a('samples')} >= {p.lock_wait_cycles} AND lock_waiters_warn IS NOT NULL "
-                   f"AND {a('max')} >= lock_waiters_warn"), "lock_waits",
-        severity=f"CASE WHEN lock_waiters_crit IS NOT NULL AND {a('max')} >= lock_waiters_crit THEN 'crit' "
-                 "ELSE 'warn' END",
-        metric=f"'{m.LOCK_WAITERS}'", value=a("max"), threshold="lock_waiters_warn", first_ts=a("first_ts"),
-        last_ts=a("last_ts"),
-        evidence={"peak_waiters": a("max"), "samples": a("samples"), "longest_wait_s": longest},
-        summary=f"format_string('up to %.0f session(s) waiting on a lock on the queue table, on %d samples', "
-                f"{a('max')}, {a('samples')})")
+        prof.where(f"({waiting}) OR ({held})"), "lock_waits",
+        severity=f"CASE WHEN lock_waiters_crit IS NOT NULL AND coalesce({a('max')}, 0) >= lock_waiters_crit "
+                 "THEN 'crit' ELSE 'warn' END",
+        metric=f"'{m.LOCK_WAITERS}'", value=f"coalesce({a('max')}, 0)", threshold="lock_waiters_warn",
+        first_ts=f"least({a('first_ts')}, {b('first_ts')})", last_ts=f"greatest({a('last_ts')}, {b('last_ts')})",
+        evidence={"peak_waiters": a("max"), "samples": a("samples"), "longest_wait_s": longest,
+                  "blocking_holders": b("max"), "holder_samples": b("samples")},
+        summary=f"format_string('up to %.0f session(s) waiting on a lock on the queue table on %d samples; a "
+                f"session held a lock blocking every change on %d samples', coalesce({a('max')}, 0), "
+                f"coalesce({a('samples')}, 0), coalesce({b('samples')}, 0))")
 
 
 def consumers_stalled(prof: DataFrame, p: Params) -> DataFrame:

@@ -25,6 +25,7 @@ WATERMARK_DRIFT = "watermark_drift"
 STRANDED = "stranded_count"
 LOCK_WAITERS = "lock_waiters"          # sessions waiting on a lock on the queue table, now
 LOCK_WAIT_S = "lock_wait_max_s"        # the longest of those waits
+LOCK_BLOCKERS = "lock_blockers"        # sessions holding a table lock that blocks every change (PostgreSQL)
 
 # Per target (queue ''): the root cause behind ghosts that cleanup cannot remove.
 SNAPSHOT_AGE = ("oldest_snapshot_age_s",)

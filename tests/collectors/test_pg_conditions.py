@@ -246,6 +246,9 @@ def test_lock_hold_shows_waiters_the_blocker_and_times_out_only_the_collectors_t
             assert waiter_pid in json.loads(c.row("lease", "lock_waiters").note)["pids"]
             assert c.value("lease", "lock_wait_max_s") > 0
             assert c.value("delete", "lock_waiters") == 0
+            # The holder is reported in every sample, whether or not a waiter is caught waiting.
+            assert c.value("lease", "lock_blockers") == 1 and c.value("delete", "lock_blockers") == 0
+            assert json.loads(c.row("lease", "lock_blockers").note)["held"] == [f"{holder_pid}:AccessExclusiveLock"]
             assert c.value("", "blocked_sessions") >= 1 and c.value("", "head_blockers") >= 1
             heads = json.loads(c.row("", "head_blockers").note)
             assert heads[0]["pid"] == holder_pid and heads[0]["application_name"] == "lock-holder"
@@ -254,6 +257,7 @@ def test_lock_hold_shows_waiters_the_blocker_and_times_out_only_the_collectors_t
             assert c.value("", "probe_lock_timeouts") == 5
     c = collect(cfg, "lock_waits", "blocking_chains", "depth")
     assert c.value("lease", "lock_waiters") == 0 and c.value("", "blocked_sessions") == 0
+    assert c.value("lease", "lock_blockers") == 0
     assert c.ok("depth").ok
 
 

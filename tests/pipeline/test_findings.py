@@ -48,6 +48,11 @@ def _rows() -> list:
     # PostgreSQL lock waiters: on three samples versus on one.
     r += series(T0, 15, [2, 3, 3, 0], "q_lockwait", "lock_waiters")
     r += series(T0, 15, [0, 1, 0, 0], "q_lock_ok", "lock_waiters")
+    # A table lock held on three samples while the short-timeout waiters were never caught waiting,
+    # versus a holder seen on one sample only.
+    r += series(T0, 15, [0, 1, 1, 1, 0], "q_held", "lock_blockers")
+    r += series(T0, 15, [0, 0, 0, 0, 0], "q_held", "lock_waiters")
+    r += series(T0, 15, [0, 1, 0, 0, 0], "q_held_ok", "lock_blockers")
     # consumers stalled: the oldest item ages 1 s/s while depth stays 50 (crit: > 1800 s at the end).
     r += series(T0, 300, [100.0 + 300 * i for i in range(12)], "q_stall", "oldest_age_s")
     r += series(T0, 300, [50.0, 51, 50, 50, 49, 50, 50, 51, 50, 50, 50, 50], "q_stall", "depth")
@@ -127,9 +132,12 @@ def test_lock_timeout_burst(found: dict) -> None:
 
 
 def test_lock_waits(found: dict) -> None:
-    assert _queues(found, "lock_waits") == {("t1", "q_lockwait")}
+    assert _queues(found, "lock_waits") == {("t1", "q_lockwait"), ("t1", "q_held")}
     f = found[("lock_waits", "t1", "q_lockwait")]
     assert (f["value"], json.loads(f["evidence"])["samples"], f["severity"]) == (3.0, 3, "warn")
+    held = found[("lock_waits", "t1", "q_held")]
+    ev = json.loads(held["evidence"])
+    assert (held["value"], ev["holder_samples"], ev["blocking_holders"], held["severity"]) == (0.0, 3, 1.0, "warn")
 
 
 def test_consumers_stalled(found: dict) -> None:
