@@ -95,4 +95,6 @@ def test_values_on_the_big_lab_are_estimates_that_say_so(big_lab) -> None:  # no
     assert abs(c.value("lease", "depth") - 0.9 * ROWS) < 0.05 * ROWS
     assert c.row("due", "depth").note == "estimate (pg_stats histogram)"
     assert abs(c.value("due", "depth") - 0.5 * ROWS) < 0.05 * ROWS
-    assert abs(c.value("status", "count_processing") - ROWS / 100) < 0.05 * ROWS / 100
+    # ANALYZE reads a 30,000-row sample: a 1 % value's estimate has a standard error of about
+    # sqrt(0.01 * 0.99 / 30000) * ROWS = 57 rows here, so the bound is four of those, not 5 %.
+    assert abs(c.value("status", "count_processing") - ROWS / 100) < 0.25 * ROWS / 100
