@@ -227,10 +227,13 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
             "watermark-queue"))
 
     timeouts = v("lock_timeouts_per_s")
-    if lock_state in ("warn", "crit") or (timeouts is not None and timeouts > 0):
+    held = v("lock_blockers")
+    if lock_state in ("warn", "crit") or (timeouts is not None and timeouts > 0) or (held is not None and held > 0):
         evidence = []
         if v("lock_waiters"):
             evidence.append(f"{format_value('lock_waiters', v('lock_waiters'))} session(s) waiting on a lock")
+        if held:
+            evidence.append(f"{held:.0f} session(s) holding a table lock that blocks every change")
         if timeouts:
             evidence.append(f"{timeouts:.2f} lock timeouts/s")
         if blocker is not None:

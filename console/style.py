@@ -46,6 +46,8 @@ METRICS: dict[str, MetricInfo] = {
     "watermark_drift": MetricInfo("Watermark drift", "keys",
                                   "lowest ready key − watermark; below 0 means stranded items"),
     "lock_waiters": MetricInfo("Lock waiters", "sessions", "sessions waiting on a lock on the queue table"),
+    "lock_blockers": MetricInfo("Blocking lock holders", "sessions",
+                                "sessions holding a table lock that blocks every insert, update and delete"),
     "lock_timeouts_per_s": MetricInfo("Lock timeouts", "/s"),
     "lock_wait_max_s": MetricInfo("Longest lock wait", "s"),
     "stranded_count": MetricInfo("Stranded items", "items", "ready items below the watermark: never dequeued"),

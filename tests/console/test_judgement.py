@@ -120,6 +120,8 @@ def test_recommendations_follow_the_seeds() -> None:
     locks = recommend(_queue("delete"), "mssql", {"lock_waiters": 6})
     assert "READPAST" in locks[0].advice
     assert "SKIP LOCKED" in recommend(_queue("delete"), "postgresql", {"lock_waiters": 6})[0].advice
+    held = recommend(_queue("delete"), "postgresql", {"lock_waiters": 0, "lock_blockers": 1})
+    assert held and "holding a table lock that blocks every change" in held[0].evidence
 
     frag = recommend(_queue("status"), "postgresql", {"fragmentation_pct": 70})
     assert [r.action for r in frag][0] == "rebuild"
