@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,6 +42,17 @@ def counter(lab: Lab, name: str) -> int:
 
 def set_fault(lab: Lab, name: str, on: bool) -> None:
     control.set_fault(name, on, lab.state_dir)
+
+
+@contextmanager
+def fault_switched_on(lab: Lab, name: str) -> Iterator[None]:
+    """Switch a fault on for the ``with`` block and off again however the block ends, so one
+    failing test cannot leave its fault (a held snapshot, say) running under the next one."""
+    set_fault(lab, name, True)
+    try:
+        yield
+    finally:
+        set_fault(lab, name, False)
 
 
 def write_test_config(lab: Lab, name: str, lease_timeout_s: float) -> Path:

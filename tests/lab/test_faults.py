@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from queueops import config as config_mod
-from tests.lab.conftest import Running, counter, one, set_fault, wait_for
+from tests.lab.conftest import Running, counter, fault_switched_on, one, wait_for
 
 DEPTH = {
     "delete": "SELECT count(*) FROM lab.q_delete",
@@ -47,11 +47,9 @@ def test_dead_consumer_leaves_stuck_leases(workload: Running) -> None:
     stuck_status = ("SELECT count(*) FROM lab.q_status_meta "
                     "WHERE status = 1 AND status_changed_at < now() - make_interval(secs => %s)")
     assert one(lab, stuck_lease, lease_s) == 0
-    set_fault(lab, "dead-consumer", True)
-    wait_for(lambda: one(lab, stuck_lease, lease_s) >= 2 and one(lab, stuck_status, status_s) >= 2,
-             lease_s + status_s + 15, what="leases and processing rows older than the lease timeout")
-
-    set_fault(lab, "dead-consumer", False)
+    with fault_switched_on(lab, "dead-consumer"):
+        wait_for(lambda: one(lab, stuck_lease, lease_s) >= 2 and one(lab, stuck_status, status_s) >= 2,
+                 lease_s + status_s + 15, what="leases and processing rows older than the lease timeout")
     off_at = one(lab, "SELECT now()")
 
     def taken() -> int:
@@ -76,20 +74,27 @@ def test_snapshot_hold_pins_dead_tuples(workload: Running) -> None:
     holder = ("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'queueops-lab-snapshot-hold' "
               "AND state = 'idle in transaction' AND backend_xmin IS NOT NULL")
     dead = "SELECT dead_tuple_count FROM pgstattuple('lab.q_delete')"
-    set_fault(lab, "snapshot-hold", True)
-    wait_for(lambda: one(lab, holder) == 1, 10, what="an idle REPEATABLE READ session holding backend_xmin")
-    start = counter(lab, "processed.delete")
-    wait_for(lambda: counter(lab, "processed.delete") >= start + 15, 20, what="15 more dequeues")
-    with lab.connect() as conn:
-        conn.execute("VACUUM lab.q_delete")
-    held_dead = one(lab, dead)
-    assert held_dead >= 10, "the held snapshot should keep vacuum from removing deleted rows"
-    # The oldest xmin in the database belongs to the fault's session.
-    oldest = one(lab, "SELECT application_name FROM pg_stat_activity WHERE backend_xmin IS NOT NULL "
-                      "AND pid <> pg_backend_pid() ORDER BY age(backend_xmin) DESC LIMIT 1")
-    assert oldest == "queueops-lab-snapshot-hold"
+    with fault_switched_on(lab, "snapshot-hold"):
+        wait_for(lambda: one(lab, holder) == 1, 10, what="an idle REPEATABLE READ session holding backend_xmin")
+        # Counters reach lab.counters every 2 s: wait one flush so dequeues done before the snapshot
+        # are not counted among the ones done under it.
+        time.sleep(2.5)
+        start = counter(lab, "processed.delete")
+        wait_for(lambda: counter(lab, "processed.delete") >= start + 15, 20, what="15 more dequeues")
 
-    set_fault(lab, "snapshot-hold", False)
+        def dead_after_vacuum() -> int:
+            with lab.connect() as conn:
+                conn.execute("VACUUM lab.q_delete")
+            return int(one(lab, dead))
+
+        # Every row deleted under the snapshot survives VACUUM; a released snapshot would leave ~0.
+        held_dead = wait_for(lambda: (n := dead_after_vacuum()) >= 10 and n, 20,
+                             what="VACUUM to leave at least 10 dead tuples the held snapshot still sees")
+        # The oldest xmin in the database belongs to the fault's session.
+        oldest = one(lab, "SELECT application_name FROM pg_stat_activity WHERE backend_xmin IS NOT NULL "
+                          "AND pid <> pg_backend_pid() ORDER BY age(backend_xmin) DESC LIMIT 1")
+        assert oldest == "queueops-lab-snapshot-hold"
+
     wait_for(lambda: one(lab, holder) == 0, 10, what="the snapshot to be released")
     with lab.connect() as conn:
         conn.execute("VACUUM lab.q_delete")
@@ -101,14 +106,12 @@ def test_watermark_jump_strands_items(workload: Running) -> None:
     stranded = ("SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM lab.q_delete "
                 "WHERE id < (SELECT low_key FROM lab.q_delete_watermark)")
     assert one(lab, stranded) == []
-    set_fault(lab, "watermark-jump", True)
-    first = wait_for(lambda: one(lab, stranded), 15, what="rows below the watermark")
-    drift = one(lab, "SELECT min(id) - (SELECT low_key FROM lab.q_delete_watermark) FROM lab.q_delete")
-    assert drift < 0  # the lowest ready key is below the watermark: stranded
-    time.sleep(2)
-    assert set(first) <= set(one(lab, stranded)), "stranded rows must stay stranded while the fault is on"
-
-    set_fault(lab, "watermark-jump", False)
+    with fault_switched_on(lab, "watermark-jump"):
+        first = wait_for(lambda: one(lab, stranded), 15, what="rows below the watermark")
+        drift = one(lab, "SELECT min(id) - (SELECT low_key FROM lab.q_delete_watermark) FROM lab.q_delete")
+        assert drift < 0  # the lowest ready key is below the watermark: stranded
+        time.sleep(2)
+        assert set(first) <= set(one(lab, stranded)), "stranded rows must stay stranded while the fault is on"
     time.sleep(2)
     remaining = one(lab, stranded)
     assert set(first) <= set(remaining), "switching off does not release stranded rows"
@@ -126,16 +129,14 @@ def test_lock_hold_makes_dequeuers_time_out(workload: Running) -> None:
             "AND a.application_name = 'queueops-lab-lock-hold'")
     waiting = "SELECT count(*) FROM pg_locks WHERE relation = 'lab.q_lease'::regclass AND NOT granted"
     timeouts = counter(lab, "lock_timeouts.lease")
-    set_fault(lab, "lock-hold", True)
-    wait_for(lambda: one(lab, held) == 1, 10, what="the lock-hold session's EXCLUSIVE lock")
-    wait_for(lambda: one(lab, waiting) > 0, 10, interval=0.05, what="a session waiting for the lock")
-    wait_for(lambda: counter(lab, "lock_timeouts.lease") >= timeouts + 3, 15, what="lock timeouts counted")
-    # Readers are not blocked (collectors keep working), only writers and dequeuers.
-    with lab.connect() as conn:
-        conn.execute("SET lock_timeout = '100ms'")
-        conn.execute("SELECT count(*) FROM lab.q_lease").fetchone()
-
-    set_fault(lab, "lock-hold", False)
+    with fault_switched_on(lab, "lock-hold"):
+        wait_for(lambda: one(lab, held) == 1, 10, what="the lock-hold session's EXCLUSIVE lock")
+        wait_for(lambda: one(lab, waiting) > 0, 10, interval=0.05, what="a session waiting for the lock")
+        wait_for(lambda: counter(lab, "lock_timeouts.lease") >= timeouts + 3, 15, what="lock timeouts counted")
+        # Readers are not blocked (collectors keep working), only writers and dequeuers.
+        with lab.connect() as conn:
+            conn.execute("SET lock_timeout = '100ms'")
+            conn.execute("SELECT count(*) FROM lab.q_lease").fetchone()
     wait_for(lambda: one(lab, held) == 0, 10, what="the lock to be released")
     processed = counter(lab, "processed.lease")
     wait_for(lambda: counter(lab, "processed.lease") > processed, 15, what="lease consumers to resume")
@@ -148,12 +149,10 @@ def test_churn_bloats_and_fragments_the_index(workload: Running) -> None:
     with lab.connect() as conn:
         conn.execute("REINDEX TABLE lab.q_status_meta")
         base_density, _, base_pages = conn.execute(index).fetchone()
-    set_fault(lab, "churn", True)
-    wait_for(lambda: one(lab, dead) >= 1000, 20, what="dead tuples from churn")
-    wait_for(lambda: one(lab, "SELECT leaf_pages FROM pgstatindex('lab.q_status_meta_pkey')") >= base_pages + 10,
-             20, what="the index to grow")
-
-    set_fault(lab, "churn", False)
+    with fault_switched_on(lab, "churn"):
+        wait_for(lambda: one(lab, dead) >= 1000, 20, what="dead tuples from churn")
+        wait_for(lambda: one(lab, "SELECT leaf_pages FROM pgstatindex('lab.q_status_meta_pkey')")
+                 >= base_pages + 10, 20, what="the index to grow")
     wait_for(lambda: "fault churn: off" in workload.log_path.read_text(), 10, what="churn to stop")
     time.sleep(2.5)  # counters are flushed every 2 s
     churned = counter(lab, "churn.rows")
