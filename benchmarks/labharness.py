@@ -124,6 +124,9 @@ def console_config(lab: PrivateLab, path: Path, *, fast_s: float, slow_s: float,
     text = re.sub(r'(?m)^url = "sqlite:///.*"$', f'url = "sqlite:///{store}"', text, count=1)
     text = re.sub(r'(?m)^path = ".*/lake"$', f'path = "{lake}"', text, count=1)
     text = text.replace('password = "file:lab.secret"', f'password = "file:{lab.state / "lab.secret"}"')
+    # The benchmarks measure the collectors, store, exporter and actions; a Spark run started by
+    # the service behind their back (lab.toml's after_export) would be noise in every figure.
+    text = re.sub(r"(?m)^after_export = true$", "after_export = false", text)
     path.write_text(text + extra)
     return path
 

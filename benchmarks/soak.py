@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import sqlite3
 import statistics
 import subprocess
@@ -465,7 +466,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                          lease_timeout_s=LEASE_TIMEOUT_S, store=store, lake=lake)
     text = cfg.read_text()
     # The lake exporter every minute (an hour is closed a minute after it ends), alerts to our webhook.
-    text = text.replace("[lake]\n", "[lake]\nexport_every_s = 60\n", 1)
+    text = re.sub(r"(?m)^export_every_s = .*$", "export_every_s = 60", text, count=1)
     text = text.replace("[schedule]\n", f'[alerts]\nwebhook_url = "{hook.url}"\n\n[schedule]\n', 1)
     cfg.write_text(text)
     svc: Child | None = None

@@ -227,6 +227,9 @@ class Pipeline(_Model):
     master: str | None = None  # default local[*]; e.g. spark://host:7077, yarn
     driver_memory: str = Field(default="1g", pattern=r"^[0-9]+[kmgtKMGT]?$")
     shuffle_partitions: int = Field(default=4, ge=1, le=100_000)
+    # The collector service runs the pipeline (a child process) after each lake export that wrote
+    # new hours, so the console's Trends page follows the lake without a cron job.
+    after_export: bool = False
     params: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("params")

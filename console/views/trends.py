@@ -53,12 +53,20 @@ def render() -> None:
               for name in ("fleet", "forecasts", "findings", "rollups")}
     if all(df.empty for df in tables.values()):
         config = ctx.cfg.source or "queueops.toml"
-        st.info("No gold tables yet. The Spark pipeline produces them from the snapshot lake:\n\n"
-                f"1. `queueops collect --config {config}` keeps snapshots in the store (and exports closed "
-                "hours to the lake every hour);\n"
-                f"2. `queueops lake export --config {config}` exports the closed hours now;\n"
-                f"3. `queueops pipeline run --config {config}` computes rollups, findings, forecasts and the "
-                "fleet view.", icon=":material/info:")
+        steps = [f"`queueops lake export --config {config}` exports the closed hours now;",
+                 f"`queueops pipeline run --config {config}` computes rollups, findings, forecasts and the "
+                 "fleet view."]
+        if ctx.cfg.pipeline.after_export:
+            minutes = max(1, round(ctx.cfg.lake.export_every_s / 60))
+            intro = ("No gold tables yet. The collector service runs the Spark pipeline after each lake export "
+                     f"that wrote a closed hour (`[pipeline] after_export`, an export every {minutes} min): "
+                     "they appear a few minutes after the first hour of snapshots closes. To have them now:")
+        else:
+            intro = "No gold tables yet. The Spark pipeline produces them from the snapshot lake:"
+            steps.insert(0, f"`queueops collect --config {config}` keeps snapshots in the store (and exports "
+                            "closed hours to the lake every hour);")
+        st.info(intro + "\n\n" + "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1)),
+                icon=":material/info:")
         return
     _fleet(tables["fleet"])
     _forecasts(tables["forecasts"])

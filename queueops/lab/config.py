@@ -15,6 +15,15 @@ url = "sqlite:///{state_dir}/store.db"
 
 [lake]
 path = "{state_dir}/lake"
+# Closed hours reach the lake within 5 minutes of closing, and the Spark pipeline follows.
+export_every_s = 300
+
+[pipeline]
+out = "{state_dir}/gold"
+after_export = true
+
+[report]
+path = "{state_dir}/report.html"
 
 [schedule]
 fast_s = 5

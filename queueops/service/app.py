@@ -43,6 +43,7 @@ from queueops.service.health import Health
 from queueops.service.http import MetricsServer
 from queueops.service.job import CollectJob
 from queueops.service.metrics import ServiceMetrics
+from queueops.service.pipeline_job import PipelineRunner
 from queueops.service.plan import JobPlan, PlanError, plan_jobs
 from queueops.store import open_engine
 from queueops.store.db import ensure_schema
@@ -104,6 +105,7 @@ class Service:
         for j in self.jobs:
             self.health.register(j.id, j.plan.target, j.plan.interval_s)
         self.lake = lake
+        self.pipeline = PipelineRunner(cfg.source) if lake and cfg.pipeline.after_export else None
         self.http = MetricsServer(self.metrics.registry, self.health.report, metrics_port, metrics_addr) \
             if metrics_port is not None else None
         self.scheduler = BackgroundScheduler(
@@ -141,6 +143,8 @@ class Service:
 
     def shutdown(self) -> dict[str, Any]:
         log.info("stopping: waiting for the cycles in flight")
+        if self.pipeline is not None:
+            self.pipeline.stop()
         self.scheduler.shutdown(wait=True)
         for j in self.jobs:
             j.close()
@@ -149,6 +153,8 @@ class Service:
         self.metrics.observe_store(rep.buffered, rep.bound, rep.dropped_total, rep.ok)
         if self.http is not None:
             self.http.close()
+        if self.pipeline is not None:
+            self.stats.update(pipeline_runs=self.pipeline.runs, pipeline_failures=self.pipeline.failures)
         summary = {**self.stats, "jobs": {j.id: j.cycles for j in self.jobs}, "buffered": rep.buffered,
                    "dropped": rep.dropped_total, "firing": len(self.alerts.firing())}
         if rep.buffered:
@@ -211,6 +217,9 @@ class Service:
         self.metrics.lake_last.set(time.time())
         with self._stats_lock:
             self.stats["lake_hours"] += len(res.exported)
+        if self.pipeline is not None and (res.exported or self.pipeline.pending):
+            # In the export job's own thread: the next export waits for it, nothing else does.
+            self.pipeline.run()
 
     def _prune(self) -> None:
         try:

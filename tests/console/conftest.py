@@ -55,6 +55,9 @@ def write_console_config(lab: Lab, folder: Path, *, store: Path | None = None) -
     text = re.sub(r'(?m)^url = "sqlite:///.*"$', f'url = "sqlite:///{store}"', text, count=1)
     text = re.sub(r'(?m)^users_file = ".*"$', f'users_file = "{folder / "users.toml"}"', text, count=1)
     text = text.replace('password = "file:lab.secret"', f'password = "file:{lab.state_dir / "lab.secret"}"')
+    # No Spark run started by the service under the browser tests (the lab's own lake and gold are
+    # shared); tests/service/test_pipeline_after_export.py covers after_export.
+    text = re.sub(r"(?m)^after_export = true$", "after_export = false", text)
     path = folder / "console.toml"
     path.write_text(text)
     return path

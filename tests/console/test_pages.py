@@ -6,6 +6,7 @@ session, the way app.py runs it after the sign-in gate; the gate itself runs thr
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,8 @@ def test_trends_without_gold_tables_says_how_to_produce_them(env: ConsoleEnv) ->
     at = page("console.views.trends")
     assert not at.exception
     assert "queueops pipeline run" in texts(at)
+    # The console tests' copy of lab.toml has after_export off: the page says what runs the pipeline.
+    assert "queueops collect --config" in texts(at) and "after_export" not in texts(at)
 
 
 def test_settings_masks_secrets_and_tests_the_connection(env: ConsoleEnv) -> None:
@@ -183,7 +186,7 @@ def test_trends_reads_the_gold_tables(env: ConsoleEnv, tmp_path: Path, monkeypat
     out = tmp_path / "gold"
     write_gold(out)
     cfg = tmp_path / "with-gold.toml"
-    cfg.write_text(env.config_path.read_text() + f'\n[pipeline]\nout = "{out}"\n')
+    cfg.write_text(re.sub(r'(?m)^out = ".*"$', f'out = "{out}"', env.config_path.read_text(), count=1))
     monkeypatch.setenv("QUEUEOPS_CONFIG", str(cfg))
     at = page("console.views.trends")
     assert not at.exception
