@@ -81,7 +81,7 @@ def _fleet(fleet: pd.DataFrame) -> None:
     problems = list(dict.fromkeys(fleet["problem"]))
     cols = min(3, len(problems))
     rows = -(-len(problems) // cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p.replace("_", " ") for p in problems],
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[_problem_title(p) for p in problems],
                         horizontal_spacing=0.12, vertical_spacing=0.16)
     for i, problem in enumerate(problems):
         d = fleet[fleet["problem"] == problem].sort_values("rank").head(5).iloc[::-1]
@@ -94,6 +94,25 @@ def _fleet(fleet: pd.DataFrame) -> None:
     fig.update_layout(hovermode="closest", bargap=0.35, margin={"t": 36})
     fig.update_yaxes(rangemode="normal")
     st.plotly_chart(fig, key="tr_fleet", config={"displayModeBar": False})
+
+
+# The fleet's problems that are not one metric of style.METRICS (pipeline/fleet.py PROBLEMS).
+FLEET_TITLES = {"ghosts": "Ghosts / dead tuples", "stranded_items": "Stranded items (keys below the watermark)",
+                "lock_timeouts": "Lock timeouts", "findings": "Findings"}
+
+
+def _problem_title(problem: str) -> str:
+    if problem in FLEET_TITLES:
+        return FLEET_TITLES[problem]
+    unit = style.unit(problem)
+    return style.label(problem) + (f" ({unit})" if unit else "")
+
+
+def hour_axis_range(starts: list[datetime], min_span: timedelta = timedelta(hours=6)) -> list[datetime]:
+    """The x range of an hourly chart: each hour's point with half an hour either side, and at least
+    ``min_span`` wide, so that the first hours of data do not get an axis of milliseconds."""
+    lo, hi = min(starts) - timedelta(minutes=30), max(starts) + timedelta(minutes=30)
+    return [min(lo, hi - min_span), hi]
 
 
 def _forecasts(forecasts: pd.DataFrame) -> None:
@@ -167,6 +186,8 @@ def _rollups(rollups: pd.DataFrame, tz: str | None) -> None:
         style.time_trace(d["window_start"], d["p95"], "p95", tz, color=style.SERIES[1]),
     ])
     style.apply(fig, height=320, title=f"{tq[1]} · {style.label(metric)} per hour")
+    if x:
+        fig.update_xaxes(range=hour_axis_range(x))
     st.plotly_chart(fig, key="tr_rollup", config={"displayModeBar": False})
     last = d.iloc[-1] if not d.empty else None
     if last is not None:

@@ -6,6 +6,7 @@ session, the way app.py runs it after the sign-in gate; the gate itself runs thr
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -191,7 +192,15 @@ def test_trends_reads_the_gold_tables(env: ConsoleEnv, tmp_path: Path, monkeypat
     at = page("console.views.trends")
     assert not at.exception
     assert "No gold tables" not in texts(at)
-    assert len(at.get("plotly_chart")) == 4  # fleet, forecasts, findings, hourly rollup
+    charts = at.get("plotly_chart")
+    assert len(charts) == 4  # fleet, forecasts, findings, hourly rollup
+    fleet = json.loads(charts[0].proto.spec)
+    assert [a["text"] for a in fleet["layout"]["annotations"]] == ["Stuck leases (items)"]  # subplot titles
+    # Three hourly points: the axis is padded to six hours, not squeezed to the points' span.
+    import pandas as pd
+
+    lo, hi = (pd.Timestamp(t) for t in json.loads(charts[3].proto.spec)["layout"]["xaxis"]["range"])
+    assert hi - lo >= pd.Timedelta(hours=6)
     findings = at.dataframe[0].value
     assert list(findings["Rule"]) == ["stuck_leases_persist"] and list(findings["Recommended action"]) == ["requeue"]
     assert "Last hour: mean 7" in texts(at)  # the newest of the three hourly rollups
