@@ -21,6 +21,7 @@ from queueops import actions, sqlfiles
 from queueops import config as config_mod
 from queueops.lab import control
 from tests.conftest import wait_for
+from tests.lab.conftest import counters_flushed
 
 T = TypeVar("T")
 LEASE_TIMEOUT_S = 3
@@ -94,7 +95,8 @@ def test_requeue_with_dead_consumer(wl: Lab) -> None:
     wait_for(lambda: wl.counter("dead_consumer.lease") >= 8 and wl.counter("dead_consumer.status") >= 8, 30,
              what="the dead consumer to take items")
     wl.fault("dead-consumer", False)
-    time.sleep(LEASE_TIMEOUT_S + 2.5)  # its leases expire; the counters flush
+    time.sleep(LEASE_TIMEOUT_S + 2.5)  # its leases expire
+    counters_flushed(wl.lab)  # every item it took is counted
     cfg = wl.cfg()
     for queue, taken, stuck_sql in (
         ("lease", "dead_consumer.lease", "SELECT array_agg(id) FROM lab.q_lease WHERE processing_started_at < %s"),
@@ -112,7 +114,7 @@ def test_requeue_with_dead_consumer(wl: Lab) -> None:
         wait_for(lambda s=stuck, q=queue: wl.one("SELECT count(DISTINCT item) FROM lab.ledger WHERE queue = %s "
                                                  "AND event IN ('processed', 'failed') AND item = ANY(%s)", q, s)
                  == len(s), 30, what=f"the requeued {queue} items to be processed")
-        time.sleep(2.5)  # counters flush every 2 s
+        counters_flushed(wl.lab)
         assert wl.lock_timeouts() == timeouts  # no dequeuer waited out its lock timeout meanwhile
     control.stop_workload(wl.lab.state_dir)  # the ledger audit needs a quiet queue
     try:

@@ -40,6 +40,18 @@ def counter(lab: Lab, name: str) -> int:
     return int(one(lab, "SELECT coalesce((SELECT value FROM lab.counters WHERE name = %s), 0)", name))
 
 
+def counters_flushed(lab: Lab, timeout: float = 30) -> None:
+    """Wait until everything the workload counted before this call is in ``lab.counters``.
+
+    The workload adds its counts to the table every 2 s and then bumps ``workload.heartbeat``; the
+    second beat after this call belongs to a flush that took its counts after this call began. A
+    fixed sleep of one flush interval is not enough on a loaded 2-core machine (CI once saw a
+    churn round reach the table more than 2.5 s after the fault's last round).
+    """
+    beat = counter(lab, "workload.heartbeat")
+    wait_for(lambda: counter(lab, "workload.heartbeat") >= beat + 2, timeout, what="two counter flushes")
+
+
 def set_fault(lab: Lab, name: str, on: bool) -> None:
     control.set_fault(name, on, lab.state_dir)
 

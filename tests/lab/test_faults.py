@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from queueops import config as config_mod
-from tests.lab.conftest import Running, counter, fault_switched_on, one, wait_for
+from tests.lab.conftest import Running, counter, counters_flushed, fault_switched_on, log_text, one, wait_for
 
 DEPTH = {
     "delete": "SELECT count(*) FROM lab.q_delete",
@@ -47,6 +47,7 @@ def test_dead_consumer_leaves_stuck_leases(workload: Running) -> None:
     stuck_status = ("SELECT count(*) FROM lab.q_status_meta "
                     "WHERE status = 1 AND status_changed_at < now() - make_interval(secs => %s)")
     assert one(lab, stuck_lease, lease_s) == 0
+    offs = log_text(workload).count("fault dead-consumer: off")
     with fault_switched_on(lab, "dead-consumer"):
         wait_for(lambda: one(lab, stuck_lease, lease_s) >= 2 and one(lab, stuck_status, status_s) >= 2,
                  lease_s + status_s + 15, what="leases and processing rows older than the lease timeout")
@@ -55,9 +56,12 @@ def test_dead_consumer_leaves_stuck_leases(workload: Running) -> None:
     def taken() -> int:
         return counter(lab, "dead_consumer.lease") + counter(lab, "dead_consumer.status")
 
-    time.sleep(3.5)  # the switch is polled every second, counters are flushed every 2 s
+    wait_for(lambda: log_text(workload).count("fault dead-consumer: off") > offs, 15,
+             what="the workload to stop the dead consumer")
+    counters_flushed(lab)
     before = taken()
     time.sleep(3)
+    counters_flushed(lab)
     assert taken() == before, "the dead consumer kept taking items after it was switched off"
     # Nothing taken after the switch went off (plus polling) is held longer than a normal item.
     late = ("SELECT count(*) FROM lab.{t} WHERE {c} > %s + interval '3 s' AND {c} < now() - interval '1 s'")
@@ -66,7 +70,6 @@ def test_dead_consumer_leaves_stuck_leases(workload: Running) -> None:
     # The stuck ones stay stuck: that is what 'act requeue' is for.
     assert one(lab, stuck_lease, lease_s) >= 2
     assert one(lab, stuck_status, status_s) >= 2
-    assert "fault dead-consumer: off" in (workload.log_path.read_text())
 
 
 def test_snapshot_hold_pins_dead_tuples(workload: Running) -> None:
@@ -76,9 +79,8 @@ def test_snapshot_hold_pins_dead_tuples(workload: Running) -> None:
     dead = "SELECT dead_tuple_count FROM pgstattuple('lab.q_delete')"
     with fault_switched_on(lab, "snapshot-hold"):
         wait_for(lambda: one(lab, holder) == 1, 10, what="an idle REPEATABLE READ session holding backend_xmin")
-        # Counters reach lab.counters every 2 s: wait one flush so dequeues done before the snapshot
-        # are not counted among the ones done under it.
-        time.sleep(2.5)
+        # Dequeues done before the snapshot must not be counted among the ones done under it.
+        counters_flushed(lab)
         start = counter(lab, "processed.delete")
         wait_for(lambda: counter(lab, "processed.delete") >= start + 15, 20, what="15 more dequeues")
 
@@ -149,12 +151,14 @@ def test_churn_bloats_and_fragments_the_index(workload: Running) -> None:
     with lab.connect() as conn:
         conn.execute("REINDEX TABLE lab.q_status_meta")
         base_density, _, base_pages = conn.execute(index).fetchone()
+    offs = log_text(workload).count("fault churn: off")
     with fault_switched_on(lab, "churn"):
         wait_for(lambda: one(lab, dead) >= 1000, 20, what="dead tuples from churn")
         wait_for(lambda: one(lab, "SELECT leaf_pages FROM pgstatindex('lab.q_status_meta_pkey')")
                  >= base_pages + 10, 20, what="the index to grow")
-    wait_for(lambda: "fault churn: off" in workload.log_path.read_text(), 10, what="churn to stop")
-    time.sleep(2.5)  # counters are flushed every 2 s
+    # This run's log only: the lab's log also holds earlier modules' "off" lines.
+    wait_for(lambda: log_text(workload).count("fault churn: off") > offs, 15, what="churn to stop")
+    counters_flushed(lab)
     churned = counter(lab, "churn.rows")
     with lab.connect() as conn:
         conn.execute("VACUUM lab.q_status_meta")
@@ -162,4 +166,5 @@ def test_churn_bloats_and_fragments_the_index(workload: Running) -> None:
     assert one(lab, dead) < 100, "vacuum removes the dead tuples once churn stops"
     assert density < base_density / 2 and fragmentation > 10, "the sparse, fragmented index stays"
     time.sleep(2.5)
+    counters_flushed(lab)
     assert counter(lab, "churn.rows") == churned
