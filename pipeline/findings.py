@@ -39,7 +39,7 @@ QKEYS = ["target", "database", "queue"]
 
 HELD, NEG, POS, ANY, BURST = ":held", ":neg", ":pos", ":any", ":burst"
 
-# Recommended actions (from ../shared/seeds and the design's actions); {q} is the queue's name.
+# Recommended actions (from the queue-kind articles and the design's actions); {q} is the queue's name.
 ACTIONS = {
     "ghosts_held_by_snapshot":
         "End the transaction holding the oldest snapshot (root-cause panel: its session). While it is open, "

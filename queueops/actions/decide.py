@@ -1,7 +1,7 @@
 """Pure judgement for the actions: no database, no I/O, so every rule is tested exhaustively.
 
-Index maintenance follows the thresholds of ``reference/mssql-dmvs.md`` section 11 (Microsoft's
-2017 guidance and Ola Hallengren's IndexOptimize defaults): below 1000 pages nothing; below 5 %
+Index maintenance follows the common thresholds (Microsoft's 2017 "reorganize and rebuild indexes"
+guidance and Ola Hallengren's IndexOptimize defaults): below 1000 pages nothing; below 5 %
 nothing; 5-30 % REORGANIZE; 30 % and above REBUILD, online. An offline rebuild blocks every dequeue
 for its whole duration, so it is never chosen unless the operator allowed it explicitly; without
 that permission the online alternative (REORGANIZE) is chosen and the preview says why.

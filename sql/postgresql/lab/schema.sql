@@ -1,4 +1,4 @@
--- The lab: one queue table per kind of ../shared/design.md, plus the lab's own bookkeeping
+-- The lab: one queue table per queue kind (docs/architecture.md), plus the lab's own bookkeeping
 -- (fault switches, workload settings and a ledger of every item produced and processed).
 -- Idempotent: lab start runs it every time.
 CREATE SCHEMA IF NOT EXISTS lab;
