@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from queueops import children as child_procs
 from queueops.commands.common import fail
 from queueops.commands.serve import streamlit_command
 from queueops.lab import control
@@ -35,9 +35,10 @@ def _demo(args: argparse.Namespace) -> int:
         service_log = open(state / "service.log", "ab")  # noqa: SIM115 - handed to the child
         children.append(subprocess.Popen(
             [sys.executable, "-m", "queueops.cli", "collect", "--config", info["config"]],
-            stdout=service_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+            stdout=service_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            **child_procs.popen_kwargs()))
         cmd, env = streamlit_command(info["config"], args.port)
-        children.append(subprocess.Popen(cmd, env=env, start_new_session=True))
+        children.append(subprocess.Popen(cmd, env=env, start_new_session=True, **child_procs.popen_kwargs()))
     except BaseException:
         _stop_all(children, state)
         raise
@@ -46,12 +47,13 @@ def _demo(args: argparse.Namespace) -> int:
           f"  lab config: {info['config']}   service log: {state / 'service.log'}\n"
           "  Ctrl-C stops the console, the collector service, the workload and the database.\n", flush=True)
 
-    def _term(*_: object) -> None:
+    def _term(_signum: int) -> None:
         raise KeyboardInterrupt
 
-    # Explicit handlers: a demo started from a script may inherit SIGINT as ignored.
-    signal.signal(signal.SIGTERM, _term)
-    signal.signal(signal.SIGINT, _term)
+    # SIGINT, SIGTERM and SIGHUP (a closed terminal) stop everything in order; a SIGKILLed demo
+    # takes the console and the service with it (die_with_parent); `queueops lab stop` then ends
+    # the database and the workload, which the lab keeps as daemons on purpose.
+    child_procs.forward_stop_signals(_term)
     try:
         while all(c.poll() is None for c in children):
             time.sleep(0.5)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -61,9 +60,13 @@ def streamlit_command(config: str | None, port: int, address: str = "localhost")
 
 
 def _serve(args: argparse.Namespace) -> int:
+    """Replace this process with Streamlit (exec), so there is no parent to outlive or forget.
+
+    Every signal (SIGTERM, SIGHUP, SIGINT, and SIGKILL too) then reaches the console itself, and
+    whoever supervises ``queueops serve`` supervises the console: no orphan can hold the port.
+    """
     cmd, env = streamlit_command(args.config, args.port, args.address)
     print(f"queueops console: http://{args.address}:{args.port}", flush=True)
-    try:
-        return subprocess.call(cmd, env=env)
-    except KeyboardInterrupt:
-        return 0
+    sys.stderr.flush()
+    os.execve(cmd[0], cmd, env)
+    return 0  # not reached

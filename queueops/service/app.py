@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -32,18 +31,18 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from collectors import registry, runner
 from collectors.registry import Collector
-from queueops import secrets
+from queueops import children, secrets
 from queueops.alerts.evaluate import Transition
 from queueops.alerts.manager import AlertManager
 from queueops.alerts.rules import Rule, RuleError, effective_rules
 from queueops.config import Config
 from queueops.lake.export import export_hours
 from queueops.rows import utcnow
+from queueops.service.child import pipeline_command, report_command
 from queueops.service.health import Health
 from queueops.service.http import MetricsServer
 from queueops.service.job import CollectJob
 from queueops.service.metrics import ServiceMetrics
-from queueops.service.pipeline_job import PipelineRunner
 from queueops.service.plan import JobPlan, PlanError, plan_jobs
 from queueops.store import open_engine
 from queueops.store.db import ensure_schema
@@ -105,7 +104,8 @@ class Service:
         for j in self.jobs:
             self.health.register(j.id, j.plan.target, j.plan.interval_s)
         self.lake = lake
-        self.pipeline = PipelineRunner(cfg.source) if lake and cfg.pipeline.after_export else None
+        self.pipeline = pipeline_command(cfg.source) if lake and cfg.pipeline.after_export else None
+        self.report = report_command(cfg.source)
         self.http = MetricsServer(self.metrics.registry, self.health.report, metrics_port, metrics_addr) \
             if metrics_port is not None else None
         self.scheduler = BackgroundScheduler(
@@ -134,8 +134,8 @@ class Service:
         if self.http is not None:
             self.http.start()
         self.scheduler.start()
-        u = self.engine.url
-        url = f"{u.get_backend_name()}://{u.host or ''}{'/' if u.host else ''}{u.database or ''}"
+        # As SQLAlchemy spells it: an absolute SQLite path keeps its four slashes; no password.
+        url = self.engine.url.render_as_string(hide_password=True)
         log.info("queueops collect started: %d job(s): %s; store %s; lake %s%s", len(self.jobs),
                  "; ".join(p.describe() for p in self.plans), url,
                  self.cfg.lake.path if self.lake else "(export off)",
@@ -143,8 +143,9 @@ class Service:
 
     def shutdown(self) -> dict[str, Any]:
         log.info("stopping: waiting for the cycles in flight")
-        if self.pipeline is not None:
-            self.pipeline.stop()
+        for child in (self.pipeline, self.report):
+            if child is not None:
+                child.stop()
         self.scheduler.shutdown(wait=True)
         for j in self.jobs:
             j.close()
@@ -245,15 +246,7 @@ class Service:
         except ValueError:
             log.error("report.daily_at = %r is not HH:MM (UTC); no daily report scheduled", at)
             return
-        self.scheduler.add_job(self._report, trigger, id="daily-report")
-
-    def _report(self) -> None:
-        cmd = [sys.executable, "-m", "queueops.cli", "report"]
-        if self.cfg.source:
-            cmd += ["--config", self.cfg.source]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-        (log.info if proc.returncode == 0 else log.error)("daily report exited %d: %s", proc.returncode,
-                                                           secrets.mask((proc.stderr or proc.stdout).strip()[-500:]))
+        self.scheduler.add_job(self.report.run, trigger, id="daily-report")
 
 
 def select_collectors(names: Sequence[str]) -> list[Collector]:
@@ -278,15 +271,14 @@ def run_service(cfg: Config, args: argparse.Namespace) -> int:
         return 2
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
-        def _handler(signum: int, _frame: object) -> None:
+        def _handler(signum: int) -> None:
             if stop.is_set():
                 log.warning("second %s: exiting without waiting", signal.Signals(signum).name)
                 os._exit(130)
             log.info("received %s: stopping after the cycle in flight", signal.Signals(signum).name)
             stop.set()
 
-        signal.signal(signal.SIGINT, _handler)
-        signal.signal(signal.SIGTERM, _handler)
+        children.forward_stop_signals(_handler)  # SIGINT, SIGTERM and SIGHUP
     svc.start()
     stop.wait(getattr(args, "duration", None))
     svc.shutdown()

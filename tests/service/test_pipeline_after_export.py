@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from queueops.rows import SnapshotRow
-from queueops.service.pipeline_job import PipelineRunner
+from queueops.service.child import ChildCommand, pipeline_command
 from queueops.store import open_engine
 from queueops.store.db import ensure_schema
 from queueops.store.writer import StoreWriter
@@ -56,17 +56,13 @@ def test_the_service_runs_the_pipeline_after_an_export(lab, tmp_path: Path, serv
     assert summary["lake_hours"] >= 1  # the old hour, and the empty closed hours after it
 
 
-class _Child(PipelineRunner):
-    """The runner with a stand-in child (its process handling is what these tests exercise)."""
-
-    script: str = ""
-
-    def command(self) -> list[str]:
-        return [sys.executable, "-c", self.script]
+def _child(script: str, timeout_s: float = 3600) -> ChildCommand:
+    """A stand-in child (its process handling is what these tests exercise): ``python -c script``."""
+    return ChildCommand("stand-in", ["-c", script], None, timeout_s=timeout_s, program=[sys.executable])
 
 
 def test_a_failed_run_is_logged_and_left_pending(caplog) -> None:  # noqa: ANN001
-    runner = PipelineRunner(config_path="/nonexistent/queueops.toml")
+    runner = pipeline_command("/nonexistent/queueops.toml")
     assert runner.run() is False
     assert runner.failures == 1 and runner.pending
     assert any("pipeline run exited 2" in r.getMessage() and "/nonexistent/queueops.toml" in r.getMessage()
@@ -74,8 +70,7 @@ def test_a_failed_run_is_logged_and_left_pending(caplog) -> None:  # noqa: ANN00
 
 
 def test_one_run_at_a_time_and_shutdown_stops_the_child() -> None:
-    runner = _Child(config_path=None)
-    runner.script = "import time; time.sleep(120)"
+    runner = _child("import time; time.sleep(120)")
     results: list[bool | None] = []
     first = threading.Thread(target=lambda: results.append(runner.run()))
     first.start()
@@ -95,11 +90,10 @@ def test_one_run_at_a_time_and_shutdown_stops_the_child() -> None:
 
 
 def test_a_run_that_outlives_its_timeout_is_killed() -> None:
-    runner = _Child(config_path=None, timeout_s=1)
-    runner.script = "import time; time.sleep(120)"
+    runner = _child("import time; time.sleep(120)", timeout_s=1)
     started = time.monotonic()
     assert runner.run() is False
     assert time.monotonic() - started < 30
     assert runner.pending
-    runner.script = "print('{\"up_to_date\": true, \"lake_hours\": 3}')"
+    runner.args = ["-c", "print('{\"up_to_date\": true, \"lake_hours\": 3}')"]
     assert runner.run() is True and not runner.pending
