@@ -4,9 +4,10 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml scripts/setup-system.sh | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt scripts/setup-system.sh | cksum | cut -d' ' -f1)
+PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: setup demo test lint soak bench clean help
+.PHONY: setup demo test lint soak bench clean help lock
 
 help:
 	@echo "make demo   start the lab and the console at http://localhost:8501 (Ctrl-C stops all)"
@@ -15,12 +16,13 @@ help:
 	@echo "make bench  every benchmark in turn, one JSON object each on stdout (about 40 minutes)"
 	@echo "make soak   a 20-minute soak: faults, service, exporter, actions (JSON on stdout)"
 	@echo "make clean  stop the lab and remove .venv and .queueops"
+	@echo "make lock   re-resolve pyproject.toml's ranges and rewrite constraints.txt (then make test)"
 
 $(STAMP):
 	bash scripts/setup-system.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PIP) -c constraints.txt pip
+	$(PIP) -c constraints.txt -e '.[test]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -43,6 +45,17 @@ bench: setup
 
 soak: setup
 	$(BIN)/python benchmarks/soak.py
+
+# Re-pin: resolve pyproject.toml's ranges in a throwaway venv and freeze the result.
+lock:
+	rm -rf .venv-lock
+	$(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	.venv-lock/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	{ sed -n '/^#/p' constraints.txt; .venv-lock/bin/python -m pip freeze --all --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .venv-lock
+	@echo "constraints.txt rewritten; run make test before committing it"
 
 clean:
 	-$(BIN)/queueops lab stop

@@ -60,6 +60,7 @@ def test_spark_submit_runs_the_job_unchanged(tmp_path: Path) -> None:
     assert (out / "rollups" / "window=1h" / "date=2026-11-20" / "hour=00").is_dir()
     # spark-submit merges the Python driver's stderr into its stdout
     assert " INFO " not in proc.stderr + proc.stdout  # quiet logs: the shipped log4j2 file is at level error
+    assert "does not yet fully support pandas" not in proc.stderr + proc.stdout  # constraints.txt's pandas
     assert "[pipeline] rollups: done" in proc.stdout + proc.stderr  # the progress display
 
 
