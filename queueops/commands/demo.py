@@ -30,6 +30,9 @@ def _demo(args: argparse.Namespace) -> int:
     except LabError as exc:
         return fail(str(exc))
     children: list[subprocess.Popen[bytes]] = []
+    # Bound to this process: if the demo is SIGKILLed, the reaper stops the database and workload.
+    reaper = subprocess.Popen([sys.executable, "-m", "queueops.lab.reaper", str(state)], stdin=subprocess.DEVNULL,
+                              start_new_session=True, **child_procs.popen_kwargs())
     try:
         # The collector service fills the store, so history charts and alerts work from the start.
         service_log = open(state / "service.log", "ab")  # noqa: SIM115 - handed to the child
@@ -51,8 +54,8 @@ def _demo(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     # SIGINT, SIGTERM and SIGHUP (a closed terminal) stop everything in order; a SIGKILLed demo
-    # takes the console and the service with it (die_with_parent); `queueops lab stop` then ends
-    # the database and the workload, which the lab keeps as daemons on purpose.
+    # takes the console and the service with it (die_with_parent), and the reaper stops the
+    # database and the workload.
     child_procs.forward_stop_signals(_term)
     try:
         while all(c.poll() is None for c in children):
@@ -61,6 +64,7 @@ def _demo(args: argparse.Namespace) -> int:
         pass
     finally:
         _stop_all(children, state)
+        reaper.terminate()
     return 0
 
 

@@ -9,18 +9,19 @@ on the machine for a console on that port.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_for
-from tests.console.conftest import ConsoleEnv, start_console, stop
+from queueops.lab import control
+from tests.conftest import ROOT, make_state_dir, wait_for
+from tests.console.conftest import ConsoleEnv, free_port, start_console, stop, wait_http
 
 
 def _console_pids(port: int) -> list[int]:
@@ -93,4 +94,41 @@ def test_a_child_started_to_die_with_its_parent_dies_when_the_parent_is_killed(t
         wait_for(gone, timeout=10, what="the child to die with its killed parent")
     finally:
         stop(parent)
-        time.sleep(0)
+
+
+def _processes_mentioning(needle: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                zombie = "State:\tZ" in (entry / "status").read_text()
+            except OSError:
+                continue
+            if needle in cmd and not zombie:
+                found.append(f"{entry.name}: {cmd[:160]}")
+    return found
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_demo_leaves_nothing_behind() -> None:
+    # demo starts a database, a workload, the service and the console; SIGKILL gives it no chance
+    # to stop them, so the kernel and the reaper must.
+    state = make_state_dir("queueops-demo-")
+    port = free_port()
+    log = open(state.parent / "demo.log", "wb")  # noqa: SIM115 - closed below
+    demo = subprocess.Popen([sys.executable, "-m", "queueops.cli", "demo", "--state-dir", str(state),
+                             "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/_stcore/health", timeout=180, proc=demo)
+        assert len(_processes_mentioning(str(state))) >= 3  # database, workload, service at least
+        os.kill(demo.pid, signal.SIGKILL)
+        demo.wait(timeout=10)
+        wait_for(lambda: not _processes_mentioning(str(state)) and not _console_pids(port) and _port_free(port),
+                 timeout=60, what=f"every demo process gone: {_processes_mentioning(str(state))}")
+    finally:
+        stop(demo)
+        log.close()
+        control.stop(state)
+        shutil.rmtree(state.parent, ignore_errors=True)
