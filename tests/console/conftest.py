@@ -146,6 +146,10 @@ def artifacts() -> Path:
 
 
 def copy_for_readme(src: Path, name: str) -> Path:
+    """Refresh the README's screenshot only when asked (QUEUEOPS_UPDATE_DOCS_IMG=1): a plain test run
+    must not leave the work tree dirty. The run's screenshots are always under artifacts/."""
+    if os.environ.get("QUEUEOPS_UPDATE_DOCS_IMG") != "1":
+        return src
     dest = ROOT / "docs" / "img" / name
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest)
