@@ -53,6 +53,3 @@ def counter_sql(metric: str = "metric") -> str:
     names = ", ".join(f"'{n}'" for n in NOT_COUNTERS)
     return f"(endswith({metric}, '_total') AND {metric} NOT IN ({names}))"
 
-
-def is_counter(metric: str) -> bool:
-    return metric.endswith("_total") and metric not in NOT_COUNTERS

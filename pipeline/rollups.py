@@ -70,10 +70,6 @@ def floor_sql(col: str, seconds: int) -> str:
     return f"timestamp_micros(unix_micros({col}) - pmod(unix_micros({col}), {seconds * 1_000_000}L))"
 
 
-def epoch_s(col: str) -> F.Column:
-    return F.expr(f"unix_micros({col}) / 1e6")
-
-
 def read_lake(spark, files: Sequence[str]) -> DataFrame:  # noqa: ANN001 - SparkSession
     """The lake's rows from these data files, with the contract's schema (no inference)."""
     return spark.read.schema(LAKE_SCHEMA).parquet(*files)

@@ -146,10 +146,6 @@ class Queue(_Model):
     def threshold(self, metric: str) -> Threshold | None:
         return self.thresholds.get(metric) or DEFAULT_THRESHOLDS.get(metric)
 
-    @property
-    def uses_lease(self) -> bool:
-        return self.kind in ("lease", "status")
-
 
 class Store(_Model):
     url: str = "sqlite:///.queueops/store.db"

@@ -23,7 +23,6 @@ import hashlib
 import hmac
 import os
 import re
-import secrets as pysecrets
 import tempfile
 import tomllib
 from dataclasses import dataclass
@@ -180,6 +179,3 @@ def ensure_demo_users(path: str | os.PathLike[str]) -> bool:
     save(p, {name: make_user(name, pw, role) for name, pw, role in DEMO_USERS})
     return True
 
-
-def random_password() -> str:
-    return pysecrets.token_urlsafe(12)

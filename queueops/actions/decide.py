@@ -253,9 +253,3 @@ def layout_problem(source: Sequence[tuple[str, str]], archive: Sequence[tuple[st
 def _base_type(t: str) -> str:
     # Strict (same type, same length/precision): a narrower archive column would fail or truncate.
     return re.sub(r"\s+", " ", t.strip().lower())
-
-
-def progress_fraction(done: float | None, total: float | None) -> float | None:
-    if done is None or not total:
-        return None
-    return max(0.0, min(1.0, float(done) / float(total)))

@@ -44,10 +44,8 @@ def _collect(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     selected = [registry.by_name(n) for n in args.collector] or None
     if not args.once:
-        try:
-            from queueops.service import run_service
-        except ModuleNotFoundError:
-            args.parser.error("the scheduled service is not available yet; use --once")
+        from queueops.service import run_service  # the scheduler's imports only when it runs
+
         return run_service(cfg, args)
     result = runner.run_once(cfg, selected)
     if args.json:
