@@ -260,7 +260,8 @@ def collector_cycles(store: Path, windows: list[Window]) -> dict[str, Any]:
     fast = ("ghost_records", "fragmentation_pct")
     with sqlite3.connect(store) as db:
         rows = db.execute("SELECT ts, sum(duration_ms), sum(1 - ok) FROM collector_status "
-                          "WHERE collector NOT IN (?, ?) GROUP BY ts", fast).fetchall()
+                          "WHERE collector NOT IN (?, ?) AND target <> '(service)' AND collector <> '(outage)' "
+                          "GROUP BY ts", fast).fetchall()
     ms, errors = [], 0
     for ts, took, failed in rows:
         when = datetime.fromisoformat(str(ts)).replace(tzinfo=UTC)

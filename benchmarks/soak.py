@@ -237,7 +237,9 @@ def gaps(store: Path, s: Soak, fast_s: float, slow_s: float, t0: datetime, t1: d
         return slow_s if collector in SLOW_COLLECTORS else fast_s
 
     with sqlite3.connect(store, timeout=60) as db:
-        status = db.execute("SELECT collector, ts, ok FROM collector_status ORDER BY ts").fetchall()
+        # The collectors' own rows only: not the service's about itself or a target's outage.
+        status = db.execute("SELECT collector, ts, ok FROM collector_status WHERE target <> '(service)' "
+                            "AND collector <> '(outage)' ORDER BY ts").fetchall()
         snaps = db.execute("SELECT queue, metric, ts FROM snapshots ORDER BY ts").fetchall()
     ok_ts: dict[str, list[datetime]] = defaultdict(list)
     cycles_ts: dict[str, set[datetime]] = defaultdict(set)

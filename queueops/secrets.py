@@ -34,9 +34,7 @@ def resolve(value: str, base_dir: Path | None = None) -> str:
             raise SecretError(f"environment variable {name!r} is not set")
         secret = os.environ[name]
     elif value.startswith("file:"):
-        path = Path(value[5:])
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
+        path = file_path(value, base_dir)
         try:
             secret = path.read_text(encoding="utf-8").strip()
         except OSError as exc:
@@ -50,6 +48,41 @@ def resolve(value: str, base_dir: Path | None = None) -> str:
             return secret
     remember(secret)
     return secret
+
+
+def file_path(value: str, base_dir: Path | None = None) -> Path:
+    """The file a ``file:`` reference names: relative paths are relative to the config file's
+    folder (``base_dir``), not to the current directory -- so a config copied elsewhere without
+    its secret file points at a file that is not there, which :func:`check` reports."""
+    path = Path(value.removeprefix("file:")).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    return path.absolute()
+
+
+def check(value: str, base_dir: Path | None = None) -> str | None:
+    """Why the reference ``value`` cannot be resolved here, naming the resolved file; None if it can.
+
+    Used by ``queueops config check`` without ``--live``: a secret that cannot be read is a
+    config problem, found before anything tries to connect. The secret itself is not kept.
+    """
+    if value.startswith("env:"):
+        name = value[4:]
+        if not os.environ.get(name):
+            return f"environment variable {name!r} is {'empty' if name in os.environ else 'not set'} here"
+        return None
+    if not value.startswith("file:"):
+        return None
+    path = file_path(value, base_dir)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        return f"cannot read secret file {str(path)!r}: {exc.strerror or exc}"
+    except UnicodeDecodeError:
+        return f"secret file {str(path)!r} is not UTF-8 text"
+    if not text.strip():
+        return f"secret file {str(path)!r} is empty"
+    return None
 
 
 def remember(secret: str) -> None:

@@ -7,9 +7,13 @@ Refused attempts (a viewer, a stale preview) are recorded as ``refused`` without
 
 "interrupted" must be true, not a guess: each record names the process running it (host, pid and
 the process's start time, in the preview JSON under ``runner``). A ``running`` record is marked
-``interrupted`` only when that process is provably gone: same host, and the pid no longer exists
-or now belongs to a process started at another time (a reused pid). Records of other hosts are
-left alone: from here nobody can tell whether they are still running.
+``interrupted`` only when that process is provably gone (:func:`queueops.proc.process_gone`):
+same host, and the pid no longer exists, now belongs to a process started at another time (a
+reused pid), or is a dead process not yet reaped (a zombie: gone from the moment it died, not
+when its parent got round to it). Records of other hosts are left alone: from here nobody can
+tell whether they are still running. An interrupted record keeps both times: ``end_time`` and
+``last_heard`` are when the process was last heard of (its start, then each committed batch),
+``noticed_at`` is when its death was seen; it died between the two.
 
 When the store is unavailable at the moment an action ends, its completion cannot be written: it
 goes to a small local journal file instead (named in the record's ``runner`` at the start, so
@@ -32,7 +36,7 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, insert, select, update
 
-from queueops import secrets
+from queueops import proc, secrets
 from queueops.actions.model import Plan, dumps
 from queueops.roles import Actor
 from queueops.store.schema import audit_log
@@ -48,26 +52,6 @@ def utcnow() -> datetime:
 # Which process runs an action, and is it still there
 
 
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def process_start(pid: int) -> str | None:
-    """An identity for the process ``pid`` that a reused pid does not share (Linux: boot id and
-    start time in clock ticks from /proc/<pid>/stat); None where /proc is not available."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2:].split()
-    if len(fields) < 20:
-        return None
-    return f"{_boot_id()}:{fields[19]}"  # field 22 of stat: starttime
-
-
 def journal_dir() -> Path:
     """Where completions that could not reach the store wait (per OS user, survives a reboot)."""
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
@@ -80,8 +64,7 @@ def new_journal_path() -> str:
 
 
 def this_process(journal: str | None = None) -> dict[str, Any]:
-    pid = os.getpid()
-    out: dict[str, Any] = {"host": socket.gethostname(), "pid": pid, "started": process_start(pid)}
+    out = proc.this_process()
     if journal:
         out["journal"] = journal
     return out
@@ -121,20 +104,7 @@ def _read_journal(runner: dict[str, Any], audit_id: int) -> tuple[dict[str, Any]
     return None
 
 
-def process_gone(runner: dict[str, Any]) -> bool:
-    """True only when the process that wrote ``runner`` certainly no longer runs."""
-    if not runner or runner.get("host") != socket.gethostname() or not isinstance(runner.get("pid"), int):
-        return False
-    pid = runner["pid"]
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass  # exists, owned by someone else
-    now = process_start(pid)
-    started = runner.get("started")
-    return bool(started and now and now != started)
+process_gone = proc.process_gone
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,9 +122,10 @@ def _preview_json(plan: Plan | None, extra: dict[str, Any] | None = None, journa
 def begin(engine: Engine, actor: Actor, plan: Plan, journal: str | None = None) -> int:
     """Insert the ``running`` record (before anything runs); returns its id. ``journal``: where
     this process would keep the completion if the store is unavailable when the action ends."""
+    now = utcnow()
     with engine.begin() as conn:
         res = conn.execute(insert(audit_log).values(
-            start_time=utcnow(), end_time=None, user_name=actor.user, role=actor.role, action=plan.action,
+            start_time=now, last_heard=now, end_time=None, user_name=actor.user, role=actor.role, action=plan.action,
             target=plan.target.name, queue=plan.queue.name, command=plan.preview.sql,
             params=dumps(plan.preview.params), preview=_preview_json(plan, journal=journal), rows_affected=0,
             outcome="running", error=""))
@@ -177,7 +148,7 @@ def advance(engine: Engine, audit_id: int, rows: int) -> None:
     """Record the rows committed so far (after each batch), so an interrupted record is exact."""
     with engine.begin() as conn:
         conn.execute(update(audit_log).where(and_(audit_log.c.id == audit_id, audit_log.c.outcome == "running"))
-                     .values(rows_affected=rows))
+                     .values(rows_affected=rows, last_heard=utcnow()))
 
 
 def finish(engine: Engine, audit_id: int, outcome: str, rows: int | None, error: str = "",
@@ -185,10 +156,11 @@ def finish(engine: Engine, audit_id: int, outcome: str, rows: int | None, error:
     """Complete a ``running`` record; False if it was no longer running (already completed)."""
     if outcome not in OUTCOMES or outcome == "running":
         raise ValueError(f"bad outcome {outcome!r}")
+    ended = ended or utcnow()
     with engine.begin() as conn:
         res = conn.execute(update(audit_log)
                            .where(and_(audit_log.c.id == audit_id, audit_log.c.outcome == "running"))
-                           .values(outcome=outcome, end_time=ended or utcnow(), rows_affected=rows,
+                           .values(outcome=outcome, end_time=ended, last_heard=ended, rows_affected=rows,
                                    error=secrets.mask(error)))
         return bool(res.rowcount)
 
@@ -215,10 +187,10 @@ def reconcile(engine: Engine) -> list[int]:
     store was away), then mark those whose process is provably gone as ``interrupted``; returns
     the ids marked interrupted."""
     with engine.connect() as conn:
-        running = conn.execute(select(audit_log.c.id, audit_log.c.preview)
-                               .where(audit_log.c.outcome == "running")).all()
+        running = conn.execute(select(audit_log.c.id, audit_log.c.preview, audit_log.c.start_time,
+                                      audit_log.c.last_heard).where(audit_log.c.outcome == "running")).all()
     marked = []
-    for rid, preview in running:
+    for rid, preview, started, heard in running:
         try:
             runner = json.loads(preview or "{}").get("runner") or {}
         except (ValueError, AttributeError):
@@ -228,12 +200,18 @@ def reconcile(engine: Engine) -> list[int]:
         gone = process_gone(runner)
         if _complete_from_journal(engine, rid, runner) or not gone:
             continue
+        # It died after it was last heard of and before now: end_time is the last sign of life
+        # (the closest bound of the death), noticed_at when the death was seen; both are kept.
+        last = _aware(heard or started)
+        noticed = utcnow()
         with engine.begin() as conn:
             res = conn.execute(
                 update(audit_log).where(and_(audit_log.c.id == rid, audit_log.c.outcome == "running"))
-                .values(outcome="interrupted", end_time=utcnow(),
+                .values(outcome="interrupted", end_time=last, last_heard=last, noticed_at=noticed,
                         error=f"the process running this action (pid {runner.get('pid')} on "
-                              f"{runner.get('host')}) ended before completing it; rows_affected counts "
+                              f"{runner.get('host')}) ended before completing it: last heard of at "
+                              f"{last.isoformat(timespec='seconds')}, found gone at "
+                              f"{noticed.isoformat(timespec='seconds')}; rows_affected counts "
                               "the batches it committed (each batch is all or nothing)"))
             if res.rowcount:
                 marked.append(int(rid))
@@ -252,7 +230,7 @@ def _aware(value: Any) -> Any:
 
 def _row(r: Any) -> dict[str, Any]:
     d = dict(r._mapping)
-    for k in ("start_time", "end_time"):
+    for k in ("start_time", "end_time", "last_heard", "noticed_at"):
         d[k] = _aware(d.get(k))
     try:
         runner = json.loads(d.get("preview") or "{}").get("runner") or {}

@@ -74,6 +74,7 @@ class AlertManager:
             if self.log_lines:
                 notify.log_line(t)
                 self.notifications["log"] += 1
+                self._mark_notified(t)  # the log line is a notification: alert_state says when
             if self.webhook:
                 self.webhook.send(t)
             if self._on_transition is not None:
@@ -90,8 +91,12 @@ class AlertManager:
         self.notifications["webhook_ok" if ok else "webhook_failed"] += 1
         if self._on_delivery is not None:
             self._on_delivery(t, ok)
-        if not ok:
-            return
+        if ok:
+            self._mark_notified(t)
+
+    def _mark_notified(self, t: Transition) -> None:
+        """Record in ``alert_state.notified_at`` that ``t`` was announced (a log line written or a
+        webhook delivered), unless the alert has moved on to another state since."""
         with self._lock:
             st = self.states.get(t.key)
             if st is not None and st.state == t.state:

@@ -58,7 +58,7 @@ def _public(rec: dict[str, Any], full: bool) -> dict[str, Any]:
     from queueops.actions.model import jsonable
 
     out = {k: rec.get(k) for k in ("id", "start_time", "end_time", "user_name", "role", "action", "target", "queue",
-                                   "outcome", "rows_affected", "error", "host", "pid")}
+                                   "outcome", "rows_affected", "error", "host", "pid", "last_heard", "noticed_at")}
     if full:
         out["command"] = rec.get("command")
         for k in ("params", "preview"):

@@ -19,6 +19,7 @@ an empty one.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -58,9 +59,11 @@ class ExportResult:
     exported: list[dict[str, object]] = field(default_factory=list)  # hour, rows, status_rows, reason, how
     skipped: list[dict[str, object]] = field(default_factory=list)   # hour, reason
     cleaned: int = 0
+    repaired: list[str] = field(default_factory=list)  # hours whose cut publishing was completed
 
     def to_json(self) -> dict[str, object]:
-        return {"exported": self.exported, "skipped": self.skipped, "cleaned_leftovers": self.cleaned}
+        return {"exported": self.exported, "skipped": self.skipped, "cleaned_leftovers": self.cleaned,
+                "repaired": self.repaired}
 
 
 def lake_for(cfg: Config) -> lakefs.Lake:
@@ -135,9 +138,11 @@ def _table_of(rows: list[dict[str, object]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pydict({name: [r[name] for r in rows] for name in schema.names}, schema=schema)
 
 
-def _write_kind(engine: Engine, lake: lakefs.Lake, kind: str, table: Table, schema: pa.Schema,
-                cols: tuple[str, ...], hour: datetime) -> tuple[int, str]:
-    date_dir, final = lake.partition(kind, hour)
+def _stage_kind(engine: Engine, lake: lakefs.Lake, table: Table, schema: pa.Schema, cols: tuple[str, ...],
+                hour: datetime, date_dir: str, final: str, token: str) -> tuple[int, str | None]:
+    """Write one kind's rows of ``hour`` into a hidden temp folder; (rows, temp) -- temp None when
+    the hour has no rows (nothing is written then). The file carries ``token`` in its metadata,
+    so a repair can tell this export's file from the copy it replaces."""
     temp = lakefs.temp_sibling(final)
     n = 0
     writer: pq.ParquetWriter | None = None
@@ -146,8 +151,8 @@ def _write_kind(engine: Engine, lake: lakefs.Lake, kind: str, table: Table, sche
             if writer is None:  # folders only for an hour that has rows
                 lake.fs.create_dir(date_dir, recursive=True)
                 lake.fs.create_dir(temp, recursive=True)
-                writer = pq.ParquetWriter(f"{temp}/part-0.parquet", schema, filesystem=lake.fs,
-                                          compression="zstd")
+                writer = pq.ParquetWriter(f"{temp}/part-0.parquet", schema.with_metadata({lakefs.TOKEN_KEY: token}),
+                                          filesystem=lake.fs, compression="zstd")
             writer.write_table(_table_of(chunk, schema))
             n += len(chunk)
     except BaseException:
@@ -156,25 +161,40 @@ def _write_kind(engine: Engine, lake: lakefs.Lake, kind: str, table: Table, sche
             lake.fs.delete_dir(temp)
         raise
     if writer is None:  # no rows: keep whatever the lake has, write nothing
-        return 0, "empty"
+        return 0, None
     writer.close()
-    return n, lakefs.publish(lake, temp, final)
+    return n, temp
 
 
 def export_hour(engine: Engine, lake: lakefs.Lake, hour: datetime) -> dict[str, object]:
-    """Write (or replace) one hour of snapshots and status, then record it in ``lake_exports``."""
+    """Write (or replace) one hour of snapshots and status, then record it in ``lake_exports``.
+
+    Both kinds are written to temp folders first; only then are they published, one right after
+    the other, under a publish record (:func:`queueops.lake.fs.publish_together`): a crash before
+    the record leaves neither kind published, a crash after it is rolled forward by the next
+    export (the service's first runs at its start), so the hour ends with both or neither.
+    """
     hour = floor_hour(hour)
     counts: dict[str, int] = {}
-    hows: list[str] = []
-    for kind, table, schema, cols in KINDS:
-        counts[kind], how = _write_kind(engine, lake, kind, table, schema, cols, hour)
-        hows.append(how)
+    staged: list[tuple[str, str]] = []
+    token = uuid.uuid4().hex
+    try:
+        for kind, table, schema, cols in KINDS:
+            date_dir, final = lake.partition(kind, hour)
+            counts[kind], temp = _stage_kind(engine, lake, table, schema, cols, hour, date_dir, final, token)
+            if temp is not None:
+                staged.append((temp, final))
+    except BaseException:
+        for temp, _final in staged:
+            lake.fs.delete_dir(temp)
+        raise
+    hows = lakefs.publish_together(lake, f"{hour:%Y-%m-%dT%H}", token, staged)
     with engine.begin() as conn:
         values = {"rows": counts["snapshots"], "status_rows": counts["status"], "exported_at": utcnow()}
         if not conn.execute(update(lake_exports).where(lake_exports.c.hour == hour).values(**values)).rowcount:
             conn.execute(insert(lake_exports).values(hour=hour, **values))
     return {"hour": hour.strftime("%Y-%m-%dT%H"), "rows": counts["snapshots"], "status_rows": counts["status"],
-            "how": "/".join(hows)}
+            "how": "/".join(hows.get(final, "empty") for final in (lake.partition(k, hour)[1] for k, *_ in KINDS))}
 
 
 def export_hours(cfg: Config, engine: Engine, *, now: datetime | None = None,
@@ -186,6 +206,11 @@ def export_hours(cfg: Config, engine: Engine, *, now: datetime | None = None,
     cutoff = ceil_hour(now - timedelta(days=cfg.store.retention_days))
     closed_before = floor_hour(now - timedelta(seconds=cfg.lake.close_grace_s))
     with lakefs.export_lock(lake):
+        # First finish any hour whose publishing a crash cut (both kinds, or the hour would stay
+        # half-published), then tidy unfinished temp folders.
+        result.repaired = lakefs.repair_publishing(lake)
+        for hour_tag in result.repaired:
+            log.warning("lake: hour %s was half-published by an export that stopped mid-way; completed", hour_tag)
         for kind, *_ in KINDS:
             result.cleaned += lakefs.clean_leftovers(lake, kind)
         new_marks = None

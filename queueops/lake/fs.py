@@ -2,7 +2,9 @@
 
 A re-exported hour must never be seen twice (old and new files side by side) nor half written.
 Each hour is written into a hidden sibling folder (``.hour=HH.tmp-…``: pyarrow, pandas and Spark
-skip names starting with a dot) and then swapped in. On a local Linux filesystem the swap is one
+skip names starting with a dot) and then swapped in. An hour's two kinds (snapshots, status) are
+both written before either is swapped in, under a publish record in ``.publishing/`` that a
+crash leaves behind and the next export finishes (:func:`repair_publishing`): both or neither. On a local Linux filesystem the swap is one
 ``renameat2(RENAME_EXCHANGE)`` call, atomic for readers; elsewhere (object stores, HDFS, or a
 filesystem without exchange) the old folder is moved aside first, so a reader can find the hour
 briefly absent, never duplicated.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -85,6 +88,79 @@ def publish(lake: Lake, temp: str, final: str) -> str:
     lake.fs.move(temp, final)
     lake.fs.delete_dir(old)
     return "move-aside"
+
+
+TOKEN_KEY = "queueops.export"  # Parquet metadata: which export wrote a file
+PUBLISHING = ".publishing"     # under the lake root: publish records of hours being published
+
+
+def _token(lake: Lake, folder: str) -> str | None:
+    """The export token in ``folder``'s part file (None: no file, or not written by an export)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(f"{folder}/part-0.parquet", filesystem=lake.fs).metadata or {}
+    except (OSError, ValueError):
+        return None
+    raw = meta.get(TOKEN_KEY.encode())
+    return raw.decode() if raw else None
+
+
+def _write_record(lake: Lake, path: str, body: dict[str, object]) -> None:
+    """Write a small JSON file whole or not at all (written aside, then moved in place)."""
+    lake.fs.create_dir(path.rpartition("/")[0], recursive=True)
+    temp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+    with lake.fs.open_output_stream(temp) as out:
+        out.write(json.dumps(body).encode())
+    lake.fs.move(temp, path)
+
+
+def publish_together(lake: Lake, tag: str, token: str, parts: list[tuple[str, str]]) -> dict[str, str]:
+    """Publish the complete temp folders ``parts`` ((temp, final) pairs, one per kind of an hour)
+    as one: a publish record naming them is written first and removed after the last swap, so a
+    crash in between is finished by :func:`repair_publishing`. Returns how each final was put in place.
+    """
+    if not parts:
+        return {}
+    record = f"{lake.root}/{PUBLISHING}/{tag}.json"
+    _write_record(lake, record, {"hour": tag, "token": token, "parts": [list(p) for p in parts]})
+    hows = {final: publish(lake, temp, final) for temp, final in parts}
+    lake.fs.delete_file(record)
+    return hows
+
+
+def repair_publishing(lake: Lake) -> list[str]:
+    """Finish every publishing a crash cut; return the hours (tags) completed.
+
+    For each part of a publish record: its temp folder still holding this export's file (the
+    token) is not published yet and is swapped in now; a temp folder holding another file is the
+    previous copy an exchange left behind, deleted; no temp folder: published already.
+    """
+    base = f"{lake.root}/{PUBLISHING}"
+    if not lake.exists(base):
+        return []
+    done = []
+    for info in lake.fs.get_file_info(pafs.FileSelector(base)):
+        if info.type != pafs.FileType.File:
+            continue
+        if not info.base_name.endswith(".json"):
+            lake.fs.delete_file(info.path)  # a record cut while being written: nothing was published
+            continue
+        with lake.fs.open_input_stream(info.path) as fh:
+            body = json.loads(fh.read().decode())
+        touched = False
+        for temp, final in body.get("parts", []):
+            if not lake.exists(temp):
+                continue
+            if _token(lake, temp) == body.get("token"):
+                publish(lake, temp, final)
+                touched = True
+            else:
+                lake.fs.delete_dir(temp)
+        lake.fs.delete_file(info.path)
+        if touched:
+            done.append(str(body.get("hour")))
+    return done
 
 
 def clean_leftovers(lake: Lake, kind: str) -> int:

@@ -11,6 +11,7 @@ probed (a socket path, a named SQL Server instance without a port) rely on the b
 
 from __future__ import annotations
 
+import math
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,8 +33,15 @@ class Backoff:
         return min(self.interval_s * 2 ** max(self.failures - 1, 0), max(self.max_s, self.interval_s))
 
     def should_attempt(self, now: float, probe: Callable[[], bool | None]) -> tuple[bool, str]:
-        """Whether to try a full connection now; when not, a short reason for the status row."""
-        if self.failures == 0 or now >= self.next_attempt:
+        """Whether to try a full connection now; when not, a short reason for the status row.
+
+        ``next_attempt`` counts from the start of the failed cycle, so it falls on a later cycle's
+        start; a cycle that starts a little early (scheduling jitter) still attempts. The wait in
+        the reason is rounded up to the cycle that will attempt -- never "in 0s" for a cycle that
+        does not.
+        """
+        slack = min(1.0, self.interval_s / 4)
+        if self.failures == 0 or now >= self.next_attempt - slack:
             return True, ""
         reachable = probe()
         if reachable and self.port_closed:
@@ -43,8 +51,9 @@ class Backoff:
         if reachable is not None:
             self.port_closed = not reachable
         port = {True: "port closed", False: "port open", None: "not probed"}[self.port_closed]
+        wait = math.ceil((self.next_attempt - slack - now) / self.interval_s) * self.interval_s
         return False, (f"backing off after {self.failures} failed connection attempt(s) ({port}); "
-                       f"next attempt in {self.next_attempt - now:.0f}s")
+                       f"next attempt in {wait:.0f}s (sooner if the port opens)")
 
     def failed(self, now: float, reachable: bool | None) -> None:
         self.failures += 1

@@ -6,6 +6,8 @@ may have been cut by a firewall or an idle timeout). A kept connection found dea
 at once, in the same cycle; if the target cannot be reached, the next cycles go through the
 target's :class:`~queueops.service.backoff.Backoff`. A cycle never raises: whatever goes wrong
 becomes status rows with the (masked) error, so an outage is recorded as rows, cycle after cycle.
+The outage itself is told once per target, not once per job: every job of a target shares one
+:class:`~queueops.service.outage.TargetOutage` (its start, its end, and the cycles each job missed).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from queueops import engine
 from queueops.config import Config
 from queueops.rows import StatusRow, utcnow
 from queueops.service.backoff import Backoff, probe_address, tcp_probe
+from queueops.service.outage import TargetOutage
 from queueops.service.plan import JobPlan
 
 log = logging.getLogger("queueops.service")
@@ -34,7 +37,8 @@ except ImportError:  # pragma: no cover - older collectors package
 
 
 class CollectJob:
-    def __init__(self, cfg: Config, plan: JobPlan, sink: Callable[[CollectJob, runner.CycleResult], None]):
+    def __init__(self, cfg: Config, plan: JobPlan, sink: Callable[[CollectJob, runner.CycleResult], None],
+                 outage: TargetOutage | None = None):
         self.cfg = cfg
         self.plan = plan
         self.target = cfg.target(plan.target)
@@ -43,8 +47,10 @@ class CollectJob:
         self.backoff = Backoff(plan.interval_s, cfg.schedule.backoff_max_s)
         self.address = probe_address(self.target, cfg.base_dir)
         self.rates = CounterRates() if CounterRates is not None else None
-        self.down_since: datetime | None = None
-        self.last_error = ""
+        # Shared with the target's other jobs (the service passes one per target).
+        self.outage = outage or TargetOutage(plan.target)
+        self._seen_generation = self.outage.generation
+        self.events: list[StatusRow] = []  # the outage's down/up rows of the last cycle
         self.cycles = 0
 
     @property
@@ -63,30 +69,45 @@ class CollectJob:
         self.sink(self, result)
 
     def cycle(self, ts: datetime) -> runner.CycleResult:
-        reused = self.conn is not None
-        if self.conn is None:
-            attempt, why = self.backoff.should_attempt(time.monotonic(), self._probe)
-            if not attempt:
-                return self._errors(ts, f"{self.target.name} unreachable since {self._since()}: {why}; "
-                                        f"last error: {self.last_error}")
-            failed = self._open()
-            if failed is not None:
-                return self._errors(ts, failed)
-        result = self._run(ts)
-        if self._broken(result):
-            self.close()
-            if reused and self._open() is None:
-                # The kept connection died while idle (server restart, idle timeout, a proxy): one
-                # fresh try in the same cycle, so an idle disconnect costs no error rows.
-                result = self._run(ts)
-                if self._broken(result):
-                    self.close()
-            if self.conn is None and self.down_since is None:
-                errors = [s.error for s in result.status if not s.ok]
-                self._down(errors[0] if errors else "connection lost")
+        """One cycle; ``self.events`` gets the outage rows it opened or closed."""
+        self.events = []
+        result, lost = self._collect(ts, time.monotonic())
+        if lost is not None:
+            self.events = self.outage.failed(self.id, [c.name for c in self.plan.collectors], ts, lost)
+        elif any(s.ok or s.timeout for s in result.status):
+            self.events = self.outage.reached(ts)
         if self.plan.interval_s >= KEEP_CONNECTION_MAX_S:
             self.close()  # minutes apart: a fresh connection per cycle beats one a firewall may have cut
         return result
+
+    def _collect(self, ts: datetime, started: float) -> tuple[runner.CycleResult, str | None]:
+        """The cycle's result, and the error if the target could not be reached at all."""
+        if self.outage.generation != self._seen_generation:
+            # Another job of this target reached it since this one last failed: no back-off left.
+            self._seen_generation = self.outage.generation
+            self.backoff.succeeded()
+        reused = self.conn is not None
+        if self.conn is None:
+            attempt, why = self.backoff.should_attempt(started, self._probe)
+            if not attempt:
+                return self._errors(ts, f"{self.target.name} unreachable since {self.outage.since_text()}: {why}; "
+                                        f"latest error: {self.outage.error or '?'}"), self.outage.error or why
+            failed = self._open(started)
+            if failed is not None:
+                return self._errors(ts, failed), failed
+        result = self._run(ts)
+        if not self._broken(result):
+            return result, None
+        self.close()
+        if reused and self._open(started) is None:
+            # The kept connection died while idle (server restart, idle timeout, a proxy): one
+            # fresh try in the same cycle, so an idle disconnect costs no error rows.
+            result = self._run(ts)
+            if not self._broken(result):
+                return result, None
+            self.close()
+        errors = [s.error for s in result.status if not s.ok]
+        return result, errors[0] if errors else "connection lost"
 
     def close(self) -> None:
         if self.conn is not None:
@@ -94,18 +115,15 @@ class CollectJob:
             self.conn = None
 
     # -- internals --------------------------------------------------------------------------
-    def _open(self) -> str | None:
-        """Connect (through the back-off); None on success, else the error."""
+    def _open(self, started: float) -> str | None:
+        """Connect; None on success, else the error (the back-off counts from the cycle's start,
+        so its next attempt falls on a cycle, not just after one)."""
         try:
             self.conn = self._connect()
         except engine.TargetError as exc:
-            self._down(str(exc))
-            self.backoff.failed(time.monotonic(), self._probe())
+            self.backoff.failed(started, self._probe())
             return str(exc)
         self.backoff.succeeded()
-        if self.down_since is not None:
-            log.info("%s reachable again (down since %s)", self.target.name, self._since())
-        self.down_since = None
         return None
 
     def _run(self, ts: datetime) -> runner.CycleResult:
@@ -139,15 +157,6 @@ class CollectJob:
         except engine.TargetError:
             return True
         return False
-
-    def _down(self, error: str) -> None:
-        if self.down_since is None:
-            self.down_since = utcnow()
-            log.warning("%s: cannot collect (%s); other targets go on", self.target.name, " ".join(error.split()))
-        self.last_error = error
-
-    def _since(self) -> str:
-        return self.down_since.strftime("%H:%M:%SZ") if self.down_since else "?"
 
     def _errors(self, ts: datetime, error: str) -> runner.CycleResult:
         result = runner.CycleResult()

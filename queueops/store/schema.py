@@ -87,6 +87,10 @@ audit_log = Table(
     Column("rows_affected", Integer, nullable=True),
     Column("outcome", String(16), nullable=False),  # running | ok | failed | interrupted | refused
     Column("error", Text, nullable=False, default=""),
+    # The action's process was last heard of (its start, then each committed batch), and -- for
+    # an ``interrupted`` record -- when its death was noticed: it died between the two.
+    Column("last_heard", DateTime(timezone=True), nullable=True),
+    Column("noticed_at", DateTime(timezone=True), nullable=True),
     Index("ix_audit_start", "start_time"),
 )
 

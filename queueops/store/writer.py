@@ -30,6 +30,9 @@ from queueops.store.timeutil import to_utc
 log = logging.getLogger("queueops.store")
 
 SERVICE_TARGET = "(service)"  # not a valid target name, so it never collides with one
+# Collector names of the service's own status rows (not identifiers, so never a collector's):
+SERVICE_RUN = "service"   # target SERVICE_TARGET: started, stopped cleanly, not running (a gap)
+OUTAGE = "(outage)"       # a real target: down since / up again (queueops.service.outage)
 CHUNK = 10_000
 
 

@@ -171,6 +171,18 @@ def test_backoff_grows_to_its_cap_and_the_port_reopening_cuts_it_short() -> None
     assert b.failures == 0
 
 
+def test_backoff_never_says_next_attempt_in_0s_for_a_cycle_that_does_not_attempt() -> None:
+    """Failures count from the failed cycle's start, so the next attempt falls on a cycle; one that
+    starts a little early still attempts, and a cycle that does not attempt names a real wait."""
+    b = Backoff(interval_s=1, max_s=30)
+    b.failed(0.0, reachable=False)
+    assert b.should_attempt(0.98, lambda: False) == (True, "")      # one interval later, a bit early
+    b.failed(0.98, reachable=False)                                  # delay 2: next attempt at 2.98
+    attempt, why = b.should_attempt(1.99, lambda: False)
+    assert not attempt and "next attempt in 1s" in why, why
+    assert b.should_attempt(2.9, lambda: False) == (True, "")       # used to say "next attempt in 0s"
+
+
 def test_backoff_does_not_hammer_a_server_that_refuses_logins() -> None:
     b = Backoff(interval_s=10, max_s=300)
     b.failed(0, reachable=True)   # port open, login refused
