@@ -52,6 +52,10 @@ RETRY_PAUSE_S = 1.0
 
 
 def check(queue: Queue, opts: RebuildOptions) -> None:
+    if opts.vacuum_only and not opts.vacuum:
+        raise ActionError("--vacuum-only and --no-vacuum contradict each other")
+    if opts.vacuum_only and opts.indexes:
+        raise ActionError("--vacuum-only does no index work: drop --index")
     if opts.reorganize_pct > opts.rebuild_pct:
         raise ActionError(f"--reorganize-pct ({opts.reorganize_pct:g}) must not exceed --rebuild-pct "
                           f"({opts.rebuild_pct:g})")
@@ -59,6 +63,9 @@ def check(queue: Queue, opts: RebuildOptions) -> None:
 
 def plan(ctx: PlanContext) -> Plan:
     check(ctx.queue, ctx.options)
+    if ctx.options.vacuum_only and ctx.dialect != "postgresql":
+        raise ActionError("--vacuum-only is PostgreSQL's VACUUM; SQL Server removes ghost records by itself once "
+                          "the version store lets it")
     return _plan_pg(ctx) if ctx.dialect == "postgresql" else _plan_mssql(ctx)
 
 
@@ -131,6 +138,9 @@ def _plan_pg(ctx: PlanContext) -> Plan:
                      "valid": bool(r["valid"]), "bloat_pct": bloat, "leaf_density_pct": density,
                      "leaf_fragmentation_pct": leaf_frag, "operation": decision.operation, "reason": decision.reason,
                      "offline": decision.offline})
+        if decision.acts and opts.vacuum_only and decision.operation != "drop_leftover":
+            decision = IndexDecision("none", "--vacuum-only: no index work")
+            rows[-1].update(operation="none", reason=decision.reason, offline=False)
         if decision.acts:
             block = {"drop_leftover": "drop_leftover", "reindex_concurrently": "reindex_concurrently",
                      "reindex_offline": "reindex_offline"}[decision.operation]

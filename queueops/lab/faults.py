@@ -14,8 +14,9 @@ dead-consumer  claims lease items (lease queue) and sets status No new claims. T
                                                                 consumers after
                                                                 ``lease_reclaim_s`` (600 s).
 snapshot-hold  a REPEATABLE READ transaction, snapshot taken,   ROLLBACK: vacuum can remove the
-               left idle in transaction: ``backend_xmin`` pins  dead tuples again.
-               the horizon, dead tuples pile up in every queue.
+               left idle in transaction: ``backend_xmin`` pins  dead tuples again. Ended from
+               the horizon, dead tuples pile up in every queue. outside (``act terminate``): the
+                                                                same, until switched off and on.
 watermark-jump moves the delete queue's watermark past every    No more jumps. Stranded items
                row at or above it (once rows exist), and again  stay below the watermark until
                every ``watermark_jump_every_s``: stranded items ``act watermark-reset``.
@@ -41,7 +42,7 @@ import time
 import psycopg
 
 from queueops.lab.queues import IDLE_POLL_S
-from queueops.lab.runtime import Context, Worker, check_alive, log, run
+from queueops.lab.runtime import ConnectionLost, Context, Worker, check_alive, log, run
 
 
 class FaultWorker(Worker):
@@ -118,15 +119,37 @@ class DeadConsumer(FaultWorker):
 
 
 class _HeldTransaction(FaultWorker):
-    """A session that opens a transaction, takes something, and sits idle in it until off."""
+    """A session that opens a transaction, takes something, and sits idle in it until off.
+
+    If the server ends the holding session (an operator's ``act terminate``), the fault counts as
+    fixed: it holds nothing again until it is switched off and on, like an application whose
+    stuck session was killed and that does not repeat the mistake by itself.
+    """
 
     def __init__(self, ctx: Context):
         super().__init__(ctx)
         self.holding = False
+        self.ended_outside = False
+
+    def wants_connection(self) -> bool:
+        return super().wants_connection() and not self.ended_outside
+
+    def step(self, conn: psycopg.Connection | None) -> float:
+        if not self.ctx.fault(self.fault):
+            self.ended_outside = False
+        return super().step(conn)
 
     def engage(self, conn: psycopg.Connection) -> float:
+        if self.ended_outside:
+            return self.poll_s
         if self.holding:
-            check_alive(conn)  # no query: the session must stay 'idle in transaction'
+            try:
+                check_alive(conn)  # no query: the session must stay 'idle in transaction'
+            except ConnectionLost:
+                self.ended_outside = True
+                log.info("fault %s: its session was ended from outside; holding nothing until the fault is "
+                         "switched off and on again", self.fault)
+                raise
             return self.poll_s
         try:
             self.open(conn)

@@ -155,3 +155,71 @@ def test_killed_session_mid_requeue(act) -> None:  # noqa: ANN001
     assert c["lease_ready"] % 100 == 0 and 500 <= c["lease_ready"] < 3000  # whole batches only
     assert r.rows_affected <= c["lease_ready"] <= r.rows_affected + 100
     assert audit.entry(open_engine(cfg), r.audit_id)["outcome"] == "interrupted"
+
+
+def test_terminate_kills_the_blocker_and_the_snapshot_holder(act) -> None:  # noqa: ANN001
+    """terminate on SQL Server: KILL of the head blocker of the lease table (a waiting dequeuer then
+    goes on), KILL of the oldest snapshot transaction, a changed session refused, and the shape of
+    the KILL statement (a literal id, nothing else)."""
+    import re
+
+    import pyodbc
+
+    from tests.conftest import wait_for
+    from tests.mssql.conftest import SQL_TXN_SS_SNAPSHOT
+
+    server, cfg, conn = act
+    server.run(conn, "produce_lease", n=5, age_s=0)
+    holder = server.connect(autocommit=False)
+    waiter = server.connect()
+    done = threading.Event()
+    try:
+        spid = server.run(holder, "spid")[0]["spid"]
+        server.run(holder, "lock_hold_lease")  # TABLOCKX held until the transaction ends
+
+        def dequeue() -> None:
+            server.run(waiter, "set_lock_timeout", frags={"lock_timeout_ms": "30000"})
+            server.run(waiter, "dequeue_lease")
+            done.set()
+
+        t = threading.Thread(target=dequeue, daemon=True)
+        t.start()
+        plan = wait_for(lambda: (p := actions.plan(cfg, "terminate", "lease")).preview.rows and p, 30,
+                        what="the dequeuer to wait behind the lock holder")
+        row = plan.preview.rows[0]
+        assert row["session_id"] == spid and row["cause"] == "blocker" and row["blocked"] >= 1, row
+        assert re.fullmatch(r"KILL \d+", plan.preview.sql.strip()), plan.preview.sql
+        assert "log to roll back" in row["rollback"]
+        r = actions.execute(cfg, plan)
+        assert r.outcome == "ok", r.error
+        assert done.wait(30), "the dequeuer is still blocked after the KILL"
+        assert audit.entry(open_engine(cfg), r.audit_id)["outcome"] == "ok"
+    finally:
+        for c in (holder, waiter):
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - the killed session's connection is already gone
+                pass
+    # The oldest snapshot transaction; then a new transaction on the same session is refused.
+    holder = server.connect(autocommit=False)
+    try:
+        holder.set_attr(pyodbc.SQL_ATTR_TXN_ISOLATION, SQL_TXN_SS_SNAPSHOT)
+        spid = server.run(holder, "spid")[0]["spid"]
+        server.run(holder, "snapshot_read")
+        plan = wait_for(lambda: (p := actions.plan(cfg, "terminate", "delete", {"min_age_s": 1})).preview.rows
+                        and p, 30, what="the snapshot transaction to be a second old")
+        assert plan.preview.rows[0]["session_id"] == spid and plan.preview.rows[0]["cause"] == "snapshot"
+        holder.commit()
+        server.run(holder, "snapshot_read")  # same session, a new transaction
+        r = actions.execute(cfg, plan)
+        assert r.outcome == "refused" and "another transaction" in r.error, r.error
+        plan = actions.plan(cfg, "terminate", "delete", {"min_age_s": 0})
+        r = actions.execute(cfg, plan)
+        assert r.outcome == "ok", r.error
+    finally:
+        try:
+            holder.close()
+        except Exception:  # noqa: BLE001
+            pass
+    with pytest.raises(actions.ActionError, match="cannot cancel"):
+        actions.plan(cfg, "terminate", "lease", {"cancel_only": True})
