@@ -12,6 +12,7 @@ next collector runs on the same connection at once.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,9 +22,9 @@ from typing import Any
 
 from collectors.counters import CounterRates
 from collectors.registry import COLLECTORS, Collector
-from queueops import engine, sqlfiles
+from queueops import coltypes, engine, sqlfiles
 from queueops.config import Config, Queue, Target
-from queueops.fragments import fragments_for, qualified_name
+from queueops.fragments import fragments_for, qualified_name, schema_of
 from queueops.rows import SnapshotRow, StatusRow, utcnow
 
 # Exact counts are bounded: below the cap a count is exact (an index-only scan of at most `cap`
@@ -47,28 +48,37 @@ def _text(values: Iterable[Any]) -> list[str]:
     return [str(v) for v in values]
 
 
-def queue_values(queue: Queue, dialect: str) -> dict[str, Any]:
+Types = dict[tuple[str, str], coltypes.ColumnType]
+
+
+def queue_values(queue: Queue, dialect: str, types: Types | None = None) -> dict[str, Any]:
     """Bound values every block may use (names of the queue, its table and columns are values here).
 
     Catalog lookups (``to_regclass``, ``pg_stats``, ``OBJECT_ID``) take names as *values*, so a
-    hostile-looking name is data, never SQL text.
+    hostile-looking name is data, never SQL text. With the catalog's ``types``, status values are
+    bound as the status column's own type wants them (integers for an integer column, text for an
+    enum or text column).
     """
+    status = coltypes.type_of(queue, "status_column", types, dialect) if types and queue.status_column else None
+    ready = coltypes.coerce_values(queue.ready_values, status)
+    processing = coltypes.coerce_values(queue.processing_values, status)
+    done = coltypes.coerce_values(queue.done_values, status)
     return {
         "queue": queue.name,
         "qualified_table": qualified_name(queue, dialect),
-        "schema_name": queue.schema_ or ("public" if dialect == "postgresql" else "dbo"),
+        "schema_name": schema_of(queue, dialect),
         "table_name": queue.table,
         "key_name": queue.key,
         "status_name": queue.status_column or "",
         "lease_name": queue.lease_column or "",
         "due_name": queue.due_column or "",
         "error_name": queue.error_column or "",
-        "ready_values": list(queue.ready_values),
-        "processing_values": list(queue.processing_values),
-        "done_values": list(queue.done_values),
-        "ready_values_text": _text(queue.ready_values),
-        "processing_values_text": _text(queue.processing_values),
-        "done_values_text": _text(queue.done_values),
+        "ready_values": ready,
+        "processing_values": processing,
+        "done_values": done,
+        "ready_values_text": _text(ready),
+        "processing_values_text": _text(processing),
+        "done_values_text": _text(done),
         "lease_timeout_s": float(queue.lease_timeout_s),
         "cap": COUNT_CAP,
         "small_pages": SMALL_TABLE_PAGES,
@@ -92,11 +102,27 @@ def target_lists(queues: Sequence[Queue], dialect: str) -> dict[str, list[str]]:
     }
 
 
-def _render_queue(sqlf: sqlfiles.SqlFile, queue: Queue, dialect: str) -> sqlfiles.Statement | None:
-    """The block for this queue: its kind's, else ``<kind>_basic``, else ``any``; None if none applies."""
-    frags = fragments_for(queue, dialect)
-    values = queue_values(queue, dialect)
-    for block in (queue.kind, f"{queue.kind}_basic", "any"):
+def queue_fragments(queue: Queue, dialect: str, types: Types | None = None) -> dict[str, str]:
+    """The queue's fragments plus the catalog's (``{status_type}``), minus the columns whose real
+    type cannot work (a non-timestamp time column, a watermark on a non-integer key): the blocks
+    that need them do not apply, and :func:`mapping_errors` says why."""
+    frags = {**fragments_for(queue, dialect), **coltypes.queue_fragments(queue, types or {}, dialect)}
+    for problem in coltypes.problems(queue, types or {}, dialect):
+        for frag in problem.drops:
+            frags.pop(frag, None)
+    return frags
+
+
+def _render_queue(sqlf: sqlfiles.SqlFile, queue: Queue, dialect: str,
+                  types: Types | None = None) -> sqlfiles.Statement | None:
+    """The block for this queue: its kind's, else ``<kind>_basic``, else ``any``; None if none applies.
+
+    A queue whose ``order`` is ``heap`` (the key says nothing about age) first tries ``<kind>_heap``.
+    """
+    frags = queue_fragments(queue, dialect, types)
+    values = queue_values(queue, dialect, types)
+    heap = (f"{queue.kind}_heap",) if queue.order == "heap" else ()
+    for block in (*heap, queue.kind, f"{queue.kind}_basic", "any"):
         if not sqlf.has_block(block):
             continue
         try:
@@ -106,7 +132,8 @@ def _render_queue(sqlf: sqlfiles.SqlFile, queue: Queue, dialect: str) -> sqlfile
     return None
 
 
-def build_statement(collector: Collector, target: Target, queues: Sequence[Queue]) -> sqlfiles.Statement | None:
+def build_statement(collector: Collector, target: Target, queues: Sequence[Queue],
+                    types: Types | None = None) -> sqlfiles.Statement | None:
     """The single statement that answers ``collector`` for every applicable queue of a target."""
     sqlf = sqlfiles.load(target.dialect, collector.name)
     if collector.scope == "target":
@@ -116,7 +143,7 @@ def build_statement(collector: Collector, target: Target, queues: Sequence[Queue
         if not queues:
             return None
         return sqlf.render("all", {}, target_lists(queues, target.dialect))
-    parts = [s for q in queues if (s := _render_queue(sqlf, q, target.dialect)) is not None]
+    parts = [s for q in queues if (s := _render_queue(sqlf, q, target.dialect, types)) is not None]
     joined = sqlfiles.union_all(parts, collector.name)
     if joined is None or not sqlf.has_block("prelude"):
         return joined
@@ -125,6 +152,26 @@ def build_statement(collector: Collector, target: Target, queues: Sequence[Queue
     # lookups once instead of once per queue is most of a 100-queue cycle's cost.
     values = {**target_lists(queues, target.dialect), "cap": COUNT_CAP, "small_pages": SMALL_TABLE_PAGES}
     return sqlf.render("prelude", {}, values) + joined
+
+
+# SQL Server refuses a statement with more than 2,100 parameters (about 100 status queues in one
+# UNION ALL); stay well under it.
+MSSQL_MAX_PARAMS = 2_000
+
+
+def build_statements(collector: Collector, target: Target, queues: Sequence[Queue],
+                     types: Types | None = None) -> list[sqlfiles.Statement]:
+    """The statements that answer ``collector`` for every queue of a target: one, unless on SQL Server
+    the queues' parameters exceed the limit, then the queues are halved until each part fits."""
+    stmt = build_statement(collector, target, queues, types)
+    if stmt is None:
+        return []
+    if target.dialect != "mssql" or len(stmt.params) <= MSSQL_MAX_PARAMS or len(queues) < 2 \
+            or collector.scope == "target":
+        return [stmt]
+    half = len(queues) // 2
+    return (build_statements(collector, target, queues[:half], types)
+            + build_statements(collector, target, queues[half:], types))
 
 
 def session_setup(target: Target) -> sqlfiles.Statement:
@@ -173,14 +220,21 @@ def run_collectors(cfg: Config, target: Target, collectors: Sequence[Collector] 
             result.status.append(StatusRow(ts, target.name, c.name, False, 0.0, 0, str(err)))
         return result
     try:
+        types: Types = {}
+        if queues and any(c.scope == "queue" for c in collectors):
+            types = _catalog_types(target, queues, conn, result)
+            result.rows.extend(mapping_errors(target, queues, types, ts, database))
         for c in collectors:
-            result.round_trips += _run_one(c, target, queues, conn, ts, database, result)
+            result.round_trips += _run_one(c, target, queues, conn, ts, database, result, types)
     finally:
         if own and conn is not None:
             conn.close()
-    if any(c.name == "lock_timeouts" for c in collectors):
-        # The console's own probes are the lock-timeout counter PostgreSQL does not have: how
-        # many collector statements of this cycle were cancelled by lock_timeout / statement_timeout.
+    # The console's own probes are the lock-timeout counter PostgreSQL does not have: how many
+    # collector statements of this cycle were cancelled by lock_timeout / statement_timeout. A
+    # metric of the lock_timeouts collector, so only when its statement reached the server (it
+    # answered, or was itself cut by a timeout): in a cycle whose collection failed (the
+    # connection died, the server went away) a 0 here would be a value invented by an outage.
+    if any(s.collector == "lock_timeouts" and (s.ok or s.timeout) for s in result.status):
         timeouts = sum(1 for s in result.status if s.timeout)
         result.rows.append(SnapshotRow(ts, target.name, database, "", "probe_lock_timeouts", float(timeouts),
                                        "collector statements cancelled by a timeout this cycle"))
@@ -190,22 +244,29 @@ def run_collectors(cfg: Config, target: Target, collectors: Sequence[Collector] 
 
 
 def _run_one(c: Collector, target: Target, queues: Sequence[Queue], conn: engine.Connection,
-             ts: datetime, database: str, result: CycleResult) -> int:
-    """Run one collector into ``result``; return the round trips it took (0 or 1)."""
+             ts: datetime, database: str, result: CycleResult, types: Types | None = None) -> int:
+    """Run one collector into ``result``; return the round trips it took (1 normally, 0 if nothing applies,
+    more only on SQL Server past its parameter limit).
+
+    A queue-scoped statement that fails (not by a timeout) is run again queue by queue, so that one
+    missing, renamed or unreadable table becomes a ``queue_error`` row for that queue alone and
+    every other queue of the target keeps its metrics (see :func:`_isolate`).
+    """
     started = time.perf_counter()
     trips = 0
     try:
-        stmt = build_statement(c, target, queues)
-        if stmt is not None:
-            trips = 1
-            raw = conn.execute(stmt)
-        else:
-            raw = []
+        raw: list[dict[str, Any]] = []
+        for stmt in build_statements(c, target, queues, types):
+            trips += 1
+            raw += conn.execute(stmt)
         rows = _to_rows(raw, ts, target.name, database)
         result.rows.extend(rows)
         result.status.append(StatusRow(ts, target.name, c.name, True, (time.perf_counter() - started) * 1000,
                                        len(rows)))
     except engine.TargetError as exc:
+        forget_types(target.name)  # a table renamed, dropped or altered: read the catalog again next time
+        if c.scope == "queue" and not exc.timeout and _connection_alive(conn):
+            return trips + _isolate(c, target, queues, conn, ts, database, result, started, types)
         result.status.append(StatusRow(ts, target.name, c.name, False, (time.perf_counter() - started) * 1000,
                                        0, str(exc), exc.timeout))
     except Exception as exc:  # noqa: BLE001 - a bug in one collector must not hide the others' rows
@@ -213,6 +274,108 @@ def _run_one(c: Collector, target: Target, queues: Sequence[Queue], conn: engine
         result.status.append(StatusRow(ts, target.name, c.name, False, (time.perf_counter() - started) * 1000,
                                        0, str(msg)))
     return trips
+
+
+QUEUE_ERROR = "queue_error"
+
+
+def first_line(error: str) -> str:
+    """The reason of a driver error without the driver's LINE / caret / HINT lines."""
+    return error.strip().splitlines()[0] if error.strip() else error
+
+
+def _connection_alive(conn: engine.Connection) -> bool:
+    """False when the driver says the connection is gone (psycopg); re-running per queue would be futile."""
+    raw = conn.raw
+    return not (getattr(raw, "closed", False) or getattr(raw, "broken", False))
+
+
+def _isolate(c: Collector, target: Target, queues: Sequence[Queue], conn: engine.Connection, ts: datetime,
+             database: str, result: CycleResult, started: float, types: Types | None = None) -> int:
+    """Run ``c`` once per queue after the joined statement failed; return the round trips taken.
+
+    Why: the joined statement names every queue's table, so one absent or unreadable table fails
+    it for all. Queue by queue, the healthy ones still answer and the broken one gets a
+    ``queue_error`` row (value 1) whose note is the engine's own reason. The collector's status
+    row is ok when at least one queue answered (its error lists the failed queues); it fails only
+    when every queue failed, so one broken table never reads as "target unreachable".
+    """
+    trips = 0
+    answered = 0
+    failures: list[str] = []
+    n_rows = 0
+    for q in queues:
+        try:
+            stmt = build_statement(c, target, [q], types)
+            if stmt is None:
+                continue
+            trips += 1
+            rows = _to_rows(conn.execute(stmt), ts, target.name, database)
+        except engine.TargetError as exc:
+            if exc.timeout or not _connection_alive(conn):
+                failures.append(f"{q.name}: {first_line(str(exc))}")
+                break
+            reason = first_line(str(exc))
+            failures.append(f"{q.name}: {reason}")
+            result.rows.append(SnapshotRow(ts, target.name, database, q.name, QUEUE_ERROR, 1.0,
+                                           f"{c.name}: {reason}"))
+            continue
+        answered += 1
+        n_rows += len(rows)
+        result.rows.extend(rows)
+    error = "; ".join(failures)
+    result.status.append(StatusRow(ts, target.name, c.name, answered > 0 or not failures,
+                                   (time.perf_counter() - started) * 1000, n_rows, error))
+    return trips
+
+
+# The catalog types of each target's mapped columns, read when a target is first collected and
+# kept until a statement on that target fails (a table renamed, dropped or altered).
+_TYPES: dict[tuple[str, tuple[Any, ...]], Types] = {}
+_TYPES_LOCK = threading.Lock()
+
+
+def _types_key(target: Target, queues: Sequence[Queue]) -> tuple[str, tuple[Any, ...]]:
+    return target.name, (target.dialect, *((q.name, tuple(coltypes.mapped_columns(q))) for q in queues))
+
+
+def forget_types(target: str) -> None:
+    """Drop what is known of ``target``'s column types: the next collection reads the catalog again."""
+    with _TYPES_LOCK:
+        for key in [k for k in _TYPES if k[0] == target]:
+            del _TYPES[key]
+
+
+def _catalog_types(target: Target, queues: Sequence[Queue], conn: engine.Connection, result: CycleResult) -> Types:
+    """The mapped columns' types: from the cache, else one catalog statement (one round trip).
+
+    A failed lookup yields no types (statements then bind values as configured), never an
+    exception: the collectors still run.
+    """
+    key = _types_key(target, queues)
+    with _TYPES_LOCK:
+        if key in _TYPES:
+            return _TYPES[key]
+    result.round_trips += 1
+    try:
+        types = coltypes.read_types(conn, queues)
+    except engine.TargetError:
+        return {}  # the collectors' own statements fail too, and say why in their status rows
+    with _TYPES_LOCK:
+        _TYPES[key] = types
+    return types
+
+
+def mapping_errors(target: Target, queues: Sequence[Queue], types: Types, ts: datetime,
+                   database: str) -> list[SnapshotRow]:
+    """A ``queue_error`` row per mapped column whose real type cannot work (see :mod:`queueops.coltypes`)."""
+    rows = []
+    for q in queues:
+        for p in coltypes.problems(q, types, target.dialect):
+            if p.severity == "error":
+                rows.append(SnapshotRow(ts, target.name, database, q.name, QUEUE_ERROR, 1.0,
+                                        f"mapping: {p.field} = {p.value!r}: {p.message}"))
+    return rows
 
 
 def run_once(cfg: Config, collectors: Sequence[Collector] | None = None,

@@ -25,22 +25,39 @@ _COLUMNS = {
 }
 
 
+# A queue without ``schema`` is resolved explicitly in the engine's default schema, never by the
+# login's default schema or search_path (the collector and action logins may differ).
+DEFAULT_SCHEMA = {"postgresql": "public", "mssql": "dbo"}
+
+
+def schema_of(queue: Queue, dialect: str) -> str:
+    """The queue's schema, or the engine's default (``public`` / ``dbo``) when config names none."""
+    return queue.schema_ or DEFAULT_SCHEMA[dialect]
+
+
+def table_of(queue: Queue, dialect: str) -> str:
+    """The queue table's quoted, always schema-qualified name."""
+    return quote_table(schema_of(queue, dialect), queue.table, dialect)
+
+
 def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
     """Quoted identifiers (and validated integers) for ``queue``'s SQL blocks."""
-    frags: dict[str, str] = {"table": quote_table(queue.schema_, queue.table, dialect)}
+    schema = schema_of(queue, dialect)
+    frags: dict[str, str] = {"table": quote_table(schema, queue.table, dialect)}
     for frag, attr in _COLUMNS.items():
         value = getattr(queue, attr)
         if value:
             frags[frag] = quote_ident(value, dialect)
-    if queue.data_table:
-        frags["data_table"] = quote_table(queue.schema_, queue.data_table, dialect)
+    if queue.data_table and queue.data_key:
+        frags["data_table"] = quote_table(schema, queue.data_table, dialect)
+        frags["data_key"] = quote_ident(queue.data_key, dialect)
     if queue.sequence_table:
-        frags["seq_table"] = quote_table(queue.schema_, queue.sequence_table, dialect)
+        frags["seq_table"] = quote_table(schema, queue.sequence_table, dialect)
     if queue.capacity:
         frags["capacity"] = str(int(queue.capacity))
     if queue.watermark:
         wm = queue.watermark
-        frags["wm_table"] = quote_table(wm.schema_ or queue.schema_, wm.table, dialect)
+        frags["wm_table"] = quote_table(wm.schema_ or schema, wm.table, dialect)
         frags["wm_column"] = quote_ident(wm.column, dialect)
     return frags
 
@@ -51,4 +68,4 @@ def qualified_name(queue: Queue, dialect: str) -> str:
     ``to_regclass(%s)`` and ``OBJECT_ID(?)`` parse their argument as a (quoted) name, so binding
     the quoted form finds exactly the configured table, whatever characters it contains.
     """
-    return quote_table(queue.schema_, queue.table, dialect)
+    return table_of(queue, dialect)

@@ -21,13 +21,23 @@ MAX_IDENTIFIER = {"postgresql": 63, "mssql": 128}
 _FORBIDDEN_FRAGMENTS = ('"', "[", "]", "`", ";", "--", "/*", "*/", "'", "\\")
 
 
-def identifier_problem(name: object, dialect: str = "postgresql") -> str | None:
+def _quote_like(ch: str) -> bool:
+    """Quotation marks and apostrophes of any script (U+201D, U+02BC, ...): they are NFKC-normal, so
+    the NFKC rule lets them through, yet they read like the quotes this module refuses."""
+    if unicodedata.category(ch) in ("Pi", "Pf"):
+        return True
+    name = unicodedata.name(ch, "")
+    return "QUOTATION" in name or "APOSTROPHE" in name or "PRIME" in name
+
+
+def identifier_problem(name: object, dialect: str = "postgresql", *, check_length: bool = True) -> str | None:
     """Return why ``name`` is not acceptable as an identifier, or None when it is.
 
-    Conservative on purpose: quote characters, statement separators and comment markers are
-    never part of a real queue table's name, and refusing them makes hostile config visible.
-    Unicode is allowed only in NFKC-normal form, so look-alike characters (fullwidth letters,
-    ligatures) that render like ASCII but name a different object are refused.
+    Conservative on purpose: quote characters (and their Unicode look-alikes), statement
+    separators and comment markers are never part of a real queue table's name, and refusing them
+    makes hostile config visible. Unicode is allowed only in NFKC-normal form, so look-alike
+    characters (fullwidth letters, ligatures) that render like ASCII but name a different object
+    are refused. ``check_length=False`` leaves the length to a check that knows the dialect.
     """
     if not isinstance(name, str):
         return "must be a string"
@@ -37,7 +47,7 @@ def identifier_problem(name: object, dialect: str = "postgresql") -> str | None:
         return "must not start or end with white space"
     limit = MAX_IDENTIFIER.get(dialect, 63)
     size = len(name.encode("utf-8")) if dialect == "postgresql" else len(name)
-    if size > limit:
+    if check_length and size > limit:
         unit = "bytes" if dialect == "postgresql" else "characters"
         return f"is {size} {unit} long; {dialect} allows at most {limit}"
     for ch in name:
@@ -46,6 +56,9 @@ def identifier_problem(name: object, dialect: str = "postgresql") -> str | None:
     for frag in _FORBIDDEN_FRAGMENTS:
         if frag in name:
             return f"contains {frag!r}, which is never part of a safe identifier"
+    for ch in name:
+        if _quote_like(ch) and not ch.isascii():
+            return f"contains U+{ord(ch):04X} ({unicodedata.name(ch, '?').lower()}), a look-alike of a quote"
     if unicodedata.normalize("NFKC", name) != name:
         return "contains Unicode look-alike characters (not in NFKC normal form)"
     return None

@@ -1,54 +1,257 @@
-"""``config check --live``: do the configured tables and columns exist on the target?
+"""``config check --live``: the whole truth about each queue's mapping, checked on the servers.
 
-Only catalog lookups run, with the table name bound as a value: a hostile name can at worst
-fail to be found.
+Per queue: do its tables and columns exist, what are their real types (and do the configured
+values and roles fit them: :mod:`queueops.coltypes`), which metrics this mapping can and cannot
+produce and why, and whether each frequent statement seeks or scans -- PostgreSQL by ``EXPLAIN``
+of the statement the collector really renders (with sequential scans disabled, so only a missing
+index leaves a scan or a sort), SQL Server from ``sys.indexes`` / ``sys.index_columns`` (key
+order and filtered indexes included, :mod:`queueops.indexadvice`). A scan comes with the exact
+``CREATE INDEX`` that fixes it (never on a view).
+
+Only catalog lookups and ``EXPLAIN`` (without ANALYZE) run, with names bound as values: nothing
+is written. Every finding is one line ``FILE: SEVERITY: queue 'Q': FIELD = VALUE: REASON; fix:
+FIX``; the file gets one verdict, ``ok``, ``warnings`` or ``errors``.
 """
 
 from __future__ import annotations
 
-from queueops import engine, sqlfiles
-from queueops.config import Config, Queue
-from queueops.identifiers import quote_table
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from queueops import coltypes, engine, indexadvice, secrets, sqlfiles
+from queueops.config import Config, Queue, Target
+
+# The frequent (fast) statements that read the queue table itself.
+SEEK_CHECKED = ("depth", "oldest_age_s", "stuck_leases", "watermark_drift")
 
 
-def _tables_and_columns(q: Queue) -> list[tuple[str | None, str, list[tuple[str, str]]]]:
-    cols = [(f, getattr(q, f)) for f in ("key", "enqueued_at", "status_column", "status_changed_at",
-                                         "lease_column", "error_column", "attempts_column", "due_column",
-                                         "refcount_column") if getattr(q, f)]
-    out: list[tuple[str | None, str, list[tuple[str, str]]]] = [(q.schema_, q.table, cols)]
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # error | warning
+    queue: str | None
+    field: str
+    value: str
+    reason: str
+    fix: str = ""
+
+    def line(self, source: str) -> str:
+        where = f"queue {self.queue!r}: " if self.queue else ""
+        fix = f"; fix: {self.fix}" if self.fix else ""
+        return f"{source}: {self.severity}: {where}{self.field} = {self.value!r}: {self.reason}{fix}"
+
+
+@dataclass
+class LiveReport:
+    source: str
+    findings: list[Finding] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)  # per queue: columns, types, metrics
+
+    @property
+    def verdict(self) -> str:
+        if any(f.severity == "error" for f in self.findings):
+            return "errors"
+        return "warnings" if self.findings else "ok"
+
+    def lines(self) -> Iterator[str]:
+        yield from self.details
+        for f in self.findings:
+            yield f.line(self.source)
+        errors = sum(f.severity == "error" for f in self.findings)
+        warnings = len(self.findings) - errors
+        yield f"{self.source}: {self.verdict} ({errors} error(s), {warnings} warning(s))"
+
+
+def _tables(q: Queue) -> list[tuple[str, str | None, str]]:
+    """``(role, schema, table)`` of every table the queue maps."""
+    out: list[tuple[str, str | None, str]] = [("table", q.schema_, q.table)]
     if q.sequence_table:
-        out.append((q.schema_, q.sequence_table, [("push_column", q.push_column or ""),
-                                                  ("pop_column", q.pop_column or "")]))
+        out.append(("sequence_table", q.schema_, q.sequence_table))
     if q.data_table:
-        out.append((q.schema_, q.data_table, []))
+        out.append(("data_table", q.schema_, q.data_table))
     if q.watermark:
-        out.append((q.watermark.schema_ or q.schema_, q.watermark.table, [("watermark.column", q.watermark.column)]))
+        out.append(("watermark.table", q.watermark.schema_ or q.schema_, q.watermark.table))
     return out
 
 
-def check_live(cfg: Config) -> list[str]:
-    """Return one message per missing table or column (or unreachable target)."""
-    problems: list[str] = []
+def coverage(q: Queue) -> list[Finding]:
+    """Metrics this mapping cannot produce, and why (a silent hole is worse than a warning)."""
+    out = []
+    if not q.enqueued_at and q.kind in ("delete", "status", "lease", "ring"):
+        out.append(Finding("warning", q.name, "enqueued_at", "", "no enqueue-time column: oldest_age_s is not "
+                           "collected, so its thresholds never fire", "map enqueued_at to the column that holds "
+                           "when an item was enqueued"))
+    if q.kind == "status" and not q.status_changed_at:
+        out.append(Finding("warning", q.name, "status_changed_at", "", "no status-change time: stuck_leases and "
+                           "oldest_lease_age_s are not collected and requeue cannot run",
+                           "map status_changed_at to the column set when the status changes"))
+    if q.kind == "lease" and not q.error_column:
+        out.append(Finding("warning", q.name, "error_column", "", "no error column: an item that failed and kept "
+                           "its lease counts as a stuck lease", "map error_column if failed items stay leased"))
+    return out
+
+
+def _describe(q: Queue, types: dict[tuple[str, str], coltypes.ColumnType], dialect: str) -> str:
+    parts = []
+    for fld, schema, table, column in coltypes.mapped_columns(q):
+        t = types.get((coltypes.qualified(schema, table, dialect), column))
+        kind = "?" if t is None else t.type_text + (f" enum: {', '.join(t.labels)}" if t.labels else "")
+        parts.append(f"{fld} = {column} ({kind})")
+    schema_note = "" if q.schema_ else f", schema not set: resolved as {'public' if dialect == 'postgresql' else 'dbo'}"
+    return (f"  queue {q.name!r} ({q.kind} on {coltypes.qualified(q.schema_, q.table, dialect)}{schema_note}): "
+            + ", ".join(parts))
+
+
+def _columns(conn: engine.Connection, qualified: str) -> set[str]:
+    stmt = sqlfiles.load(conn.dialect, "catalog_columns").render(values={"qualified_table": qualified})
+    return {r["column_name"] for r in conn.execute(stmt)}
+
+
+def _existence(conn: engine.Connection, q: Queue) -> list[Finding]:
+    found_cols: dict[tuple[str | None, str], set[str]] = {}
+    out = []
+    for role, schema, table in _tables(q):
+        name = coltypes.qualified(schema, table, conn.dialect)
+        cols = _columns(conn, name)
+        found_cols[(schema, table)] = cols
+        if not cols:
+            out.append(Finding("error", q.name, role, table, f"table {name} does not exist on target {q.target!r} "
+                               "(or this login may not read it)", "fix the name, or grant SELECT"))
+    for fld, schema, table, column in coltypes.mapped_columns(q):
+        cols = found_cols.get((schema, table))
+        if cols and column not in cols:
+            out.append(Finding("error", q.name, fld, column,
+                               f"no such column in {coltypes.qualified(schema, table, conn.dialect)}",
+                               f"one of: {', '.join(sorted(cols))}"))
+    return out
+
+
+def _pg_seeks(conn: engine.Connection, target: Target, q: Queue,
+              types: dict[tuple[str, str], coltypes.ColumnType]) -> list[Finding]:
+    """EXPLAIN each frequent statement with sequential scans disabled: a scan or a sort of the
+    queue table that remains means no index can serve it."""
+    from collectors import registry, runner
+
+    table = coltypes.qualified(q.schema_, q.table, "postgresql")
+    out = []
+    relkind = next((t.relkind for (tbl, _), t in types.items() if tbl == table), "r")
+    for name in SEEK_CHECKED:
+        stmt = runner.build_statement(registry.by_name(name), target, [q], types)
+        if stmt is None:
+            continue
+        try:
+            rows = conn.execute(sqlfiles.Statement("EXPLAIN (VERBOSE, FORMAT JSON) " + stmt.sql, stmt.params))
+        except engine.TargetError as exc:
+            out.append(Finding("error", q.name, name, q.table, f"the collector's statement fails: {exc}"))
+            continue
+        plan = rows[0]["QUERY PLAN"][0]["Plan"]
+        view = relkind == "v"
+        why = _pg_scan(plan, None if view else q.schema_ or "public", None if view else q.table)
+        if why:
+            need = indexadvice.needed(name, q)
+            fix = ("it is a view: create the index on its base table" if relkind == "v"
+                   else indexadvice.create_index(q, need, "postgresql") if need else "")
+            out.append(Finding("warning", q.name, name, q.table, f"scans instead of seeking ({why})", fix))
+    return out
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _is(n: dict[str, Any], schema: str | None, table: str | None) -> bool:
+    """Whether plan node ``n`` reads ``schema.table`` (any relation when ``table`` is None: a view's)."""
+    return "Relation Name" in n and (table is None or (n["Relation Name"] == table
+                                                         and n.get("Schema", schema) == schema))
+
+
+def _unbounded_reads(plan: dict[str, Any], schema: str | None, table: str | None) -> bool:
+    """Whether ``plan`` reads a whole index of the table and filters rows away (no index condition).
+
+    A whole read of a partial index with no filter reads exactly the rows wanted (the lab's lease
+    index ``WHERE processing_started_at IS NULL``): that is a seek in all but name."""
+    return any(_is(n, schema, table) and n.get("Node Type") in ("Index Scan", "Index Only Scan")
+               and "Index Cond" not in n and "Filter" in n for n in _nodes(plan))
+
+
+def _pg_scan(plan: dict[str, Any], schema: str | None, table: str | None) -> str:
+    """Why the plan scans the queue table ('' when every read of it is a seek or an ordered,
+    LIMIT-bounded index read). ``table`` None: any relation (a view is inlined into its tables)."""
+    for n in _nodes(plan):
+        if n.get("Node Type") == "Seq Scan" and _is(n, schema, table):
+            return "a sequential scan of the table"
+        if n.get("Node Type") == "Sort" and any(_unbounded_reads(c, schema, table) for c in n.get("Plans", [])):
+            return "reads a whole index of the table, filters and sorts it: no index delivers the rows in order"
+    return ""
+
+
+def _mssql_seeks(conn: engine.Connection, q: Queue,
+                 types: dict[tuple[str, str], coltypes.ColumnType]) -> list[Finding]:
+    table = coltypes.qualified(q.schema_, q.table, "mssql")
+    rows = conn.execute(sqlfiles.load("mssql", "catalog_indexes").render(values={"qualified_table": table}))
+    indexes = indexadvice.indexes_from_rows(rows)
+    relkind = next((t.relkind for (tbl, _), t in types.items() if tbl == table), "r")
+    out = []
+    for name in SEEK_CHECKED:
+        need = indexadvice.needed(name, q)
+        if need is None or indexadvice.served(need, indexes):
+            continue
+        fix = ("it is a view: create the index on its base table" if relkind == "v"
+               else indexadvice.create_index(q, need, "mssql"))
+        out.append(Finding("warning", q.name, name, q.table, f"no index leads with {need.columns[0]!r}"
+                           + (f" for {need.where}" if need.where else "") + ": the statement scans", fix))
+    return out
+
+
+def report_live(cfg: Config) -> LiveReport:
+    """Check every queue of every target; never raises for a database problem."""
+    report = LiveReport(cfg.source or "<config>")
     for target in cfg.targets:
+        queues = cfg.queues_of(target.name)
         try:
             conn = engine.connect(target, "check", cfg.base_dir)
         except engine.TargetError as exc:
-            problems.append(f"{cfg.source}: target {target.name!r}: cannot connect: {exc}")
+            report.findings.append(Finding("error", None, "target", target.name, f"cannot connect: {exc}"))
             continue
-        sqlf = sqlfiles.load(target.dialect, "catalog_columns")
         try:
-            for q in cfg.queues_of(target.name):
-                for schema, table, cols in _tables_and_columns(q):
-                    name = quote_table(schema, table, target.dialect)
-                    found = {r["column_name"] for r in conn.execute(sqlf.render(values={"qualified_table": name}))}
-                    if not found:
-                        problems.append(f"{cfg.source}: queue {q.name!r}: table {name} does not exist on "
-                                        f"target {target.name!r}")
-                        continue
-                    for field, col in cols:
-                        if col not in found:
-                            problems.append(f"{cfg.source}: queue {q.name!r}: {field} = {col!r}: no such column "
-                                            f"in {name}")
+            if target.dialect == "postgresql":
+                # Only a missing index can then leave a scan or a sort in a plan (queue tables are
+                # often empty or small when checked, and the planner would rightly scan those).
+                conn.execute(sqlfiles.Statement("SET enable_seqscan = off"))
+                conn.execute(sqlfiles.Statement("SET enable_bitmapscan = off"))
+            types = coltypes.read_types(conn, queues)
+            for q in queues:
+                report.details.append(_describe(q, types, target.dialect))
+                missing = _existence(conn, q)
+                report.findings += missing
+                if missing:
+                    continue
+                problems = coltypes.problems(q, types, target.dialect)
+                report.findings += [Finding(p.severity, q.name, p.field, p.value, p.message, p.fix)
+                                    for p in problems]
+                report.findings += coverage(q)
+                if q.kind != "ring" and not problems:
+                    seeks = (_pg_seeks(conn, target, q, types) if target.dialect == "postgresql"
+                             else _mssql_seeks(conn, q, types))
+                    report.findings += seeks
+        except engine.TargetError as exc:
+            report.findings.append(Finding("error", None, "target", target.name, f"check failed: {exc}"))
         finally:
             conn.close()
-    return problems
+    return report
+
+
+def check_live(cfg: Config) -> list[str]:
+    """One line per error (missing tables and columns, types that cannot work, unreachable targets)."""
+    report = report_live(cfg)
+    return [f.line(report.source) for f in report.findings if f.severity == "error"]
+
+
+def print_live(cfg: Config) -> int:
+    """``config check --live``: every line on stdout (one stream), the verdict last; exit 1 on errors."""
+    report = report_live(cfg)
+    for line in report.lines():
+        print(secrets.mask(line))
+    return 1 if report.verdict == "errors" else 0

@@ -104,8 +104,10 @@ def test_live_check_reports_unknown_table_and_column(lab, tmp_path: Path) -> Non
     path.write_text(text)
     proc = lab.cli("config", "check", "--live", "--config", str(path))
     assert proc.returncode == 1
-    assert '"lab"."q_nope" does not exist' in proc.stderr
-    assert "lease_column = 'leased_at': no such column" in proc.stderr
+    # One stream: every finding and the verdict on stdout (issue 13).
+    assert '"lab"."q_nope" does not exist' in proc.stdout
+    assert "lease_column = 'leased_at': no such column" in proc.stdout
+    assert proc.stdout.splitlines()[-1].startswith(f"{path}: errors (")
     ok = lab.cli("config", "check", "--live", "--config", str(lab.config_path))
     assert ok.returncode == 0, ok.stderr
 

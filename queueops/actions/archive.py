@@ -17,7 +17,7 @@ from queueops.actions.decide import batch_count, layout_problem
 from queueops.actions.model import SAMPLE_ROWS, ActionError, ArchiveOptions, Conflict, Plan, Preview, Step
 from queueops.actions.session import transaction
 from queueops.config import Queue
-from queueops.fragments import fragments_for, qualified_name
+from queueops.fragments import DEFAULT_SCHEMA, fragments_for, qualified_name
 from queueops.identifiers import quote_table
 
 LIMIT_ALL = 2**31 - 1
@@ -63,7 +63,7 @@ def plan(ctx: PlanContext) -> Plan:
         pairs = [(qualified_name(q, dialect), archive["archive_table"], q.table, opts.archive_table)]
         if q.data_table:
             archive["archive_data_table"] = ctx.quoted_table(opts.archive_data_table, schema, "archive data table")
-            pairs.append((quote_table(q.schema_, q.data_table, dialect), archive["archive_data_table"],
+            pairs.append((quote_table(q.schema_ or DEFAULT_SCHEMA[dialect], q.data_table, dialect), archive["archive_data_table"],
                           q.data_table, opts.archive_data_table))
         for source, dest, source_name, dest_name in pairs:
             src_cols, _ = _columns(ctx, source)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from queueops import coltypes
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import new_watermark
 from queueops.actions.model import SAMPLE_ROWS, ActionError, Conflict, Plan, Preview, Step, WatermarkOptions
@@ -25,6 +26,16 @@ def check(queue: Queue, opts: WatermarkOptions) -> None:
         raise ActionError("a ring queue's position is its push/pop sequences, not a watermark")
 
 
+def _integral(value: Any) -> bool:
+    """Whether a key or watermark value is an integer (a GUID or text key has no arithmetic)."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return int(value) == value
+    except (TypeError, ValueError):
+        return False
+
+
 def _pending(queue: Queue) -> dict[str, Any]:
     # A processing item may come back (requeue, failure): keep it reachable too.
     return {"pending_values": list(queue.ready_values) + list(queue.processing_values)} if queue.kind == "status" else {}
@@ -35,12 +46,22 @@ def plan(ctx: PlanContext) -> Plan:
     check(q, opts)
     assert q.watermark is not None
     sqlf, frags = ctx.sql("watermark_reset"), ctx.frags()
+    # Arithmetic on the key and the watermark needs integers: refuse a GUID or text key by its type.
+    types = coltypes.read_types_with(ctx.session.run, ctx.dialect, [q])
+    for p in coltypes.problems(q, types, ctx.dialect):
+        if p.field in ("key", "watermark.column"):
+            raise ActionError(f"{p.field} = {p.value!r} {p.message.removesuffix('; watermark_drift not collected')}"
+                              "; nothing to reset")
     obs = ctx.session.run(sqlf.render(f"observe_{q.kind}", frags, _pending(q)))[0]
     if int(obs["wm_rows"]) != 1:
         raise ActionError(f"watermark table {q.watermark.table!r} has {obs['wm_rows']} rows; a watermark is one row")
     old, lowest = obs["old_value"], obs["lowest_pending"]
     if old is None:
         raise ActionError(f"watermark {q.watermark.table}.{q.watermark.column} is NULL; set it by hand first")
+    for what, value in ((f"watermark {q.watermark.table}.{q.watermark.column}", old), (f"key {q.key!r}", lowest)):
+        if value is not None and not _integral(value):
+            raise ActionError(f"{what} holds {value!r} ({type(value).__name__}): a watermark works on integer keys "
+                              "only (drift is key minus watermark); nothing to reset")
     buffer = q.watermark.buffer if opts.buffer is None else opts.buffer
     new = new_watermark(lowest, buffer)
     stranded = int(obs["stranded"])

@@ -1,8 +1,10 @@
 -- fragmentation_pct (slow): logical fragmentation, page count and page density of the queue
 -- table's clustered index (or heap), from sys.dm_db_index_physical_stats at the leaf level, and
 -- the worst fragmentation among its other indexes.
--- The mode is the cheapest that answers, by size (sys.dm_db_partition_stats.
--- in_row_data_page_count, metadata, no scan; reference sections 2 and 11):
+-- The mode is the cheapest that answers, by size (sys.dm_db_partition_stats.used_page_count:
+-- every allocation unit, since the function also reads LOB and row-overflow pages, e.g. the
+-- varbinary(max) bodies of a transport table; metadata, no scan; reference sections 2 and 11).
+-- Only its IN_ROW_DATA rows are reported:
 --   < 10,000 pages      DETAILED (SAMPLED reads every page below 10,000 anyway; density exact)
 --   < 1,000,000 pages   SAMPLED  (reads 1 % of the pages; density is an estimate)
 --   larger              LIMITED  (reads only the pages above the leaf; page_density_pct NULL)
@@ -17,7 +19,7 @@ SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT x.oid, CASE WHEN x.pages < 10000 THEN 'DETAILED' WHEN x.pages < 1000000 THEN 'SAMPLED'
                          ELSE 'LIMITED' END AS mode
       FROM (SELECT OBJECT_ID(:qualified_table) AS oid,
-                   (SELECT SUM(p.in_row_data_page_count) FROM sys.dm_db_partition_stats AS p
+                   (SELECT SUM(p.used_page_count) FROM sys.dm_db_partition_stats AS p
                     WHERE p.object_id = OBJECT_ID(:qualified_table)) AS pages) AS x
       WHERE x.oid IS NOT NULL) AS o
 OUTER APPLY (SELECT TOP (1) ps.index_id, ps.avg_fragmentation_in_percent AS frag, ps.page_count,

@@ -1,9 +1,12 @@
 -- ghost_records (slow): ghost and version-ghost records of the queue table's indexes, from
 -- sys.dm_db_index_physical_stats at the leaf level (IN_ROW_DATA), summed over every index.
 -- The ghost columns are NULL in LIMITED mode (reference section 2), so the mode is SAMPLED or
--- DETAILED, chosen by the table's size (sys.dm_db_partition_stats.in_row_data_page_count,
--- metadata, no scan): below 10,000 pages SAMPLED reads every page anyway, so DETAILED is asked
--- for (same cost, exact counts); above, SAMPLED reads 1 % of the pages (counts are estimates).
+-- DETAILED, chosen by the table's size (sys.dm_db_partition_stats.used_page_count, metadata,
+-- no scan): below 10,000 pages SAMPLED reads every page anyway, so DETAILED is asked for (same
+-- cost, exact counts); above, SAMPLED reads 1 % of the pages (counts are estimates). The size is
+-- every allocation unit's (used_page_count), not the in-row pages only: the function reads the
+-- LOB and row-overflow units too (a varbinary(max) body store can dwarf the in-row pages), while
+-- only the IN_ROW_DATA rows it returns are summed.
 -- note names the mode. Both modes take only an IS table lock.
 --   ghost_records          ghost_record_count: deleted rows waiting for the cleanup task
 --   version_ghost_records  version_ghost_record_count: kept for an open snapshot transaction
@@ -16,7 +19,7 @@ FROM (SELECT o.mode, SUM(ps.ghost_record_count) AS ghosts, SUM(ps.version_ghost_
              SUM(ps.record_count) AS records
       FROM (SELECT x.oid, CASE WHEN x.pages < 10000 THEN 'DETAILED' ELSE 'SAMPLED' END AS mode
             FROM (SELECT OBJECT_ID(:qualified_table) AS oid,
-                         (SELECT SUM(p.in_row_data_page_count) FROM sys.dm_db_partition_stats AS p
+                         (SELECT SUM(p.used_page_count) FROM sys.dm_db_partition_stats AS p
                           WHERE p.object_id = OBJECT_ID(:qualified_table)) AS pages) AS x
             WHERE x.oid IS NOT NULL) AS o
       CROSS APPLY sys.dm_db_index_physical_stats(DB_ID(), o.oid, NULL, NULL, o.mode) AS ps

@@ -12,6 +12,19 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
                                                 WHERE {status} IN (:ready_values) ORDER BY {status}, {key}),
                                   SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
        '' AS note
+-- @block delete_heap
+-- order = "heap": the key says nothing about age, so the oldest item is found by its enqueue time
+-- (see sql/postgresql/oldest_age_s.sql); fifo and lifo read the lowest key, the oldest in both.
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {enqueued_at} FROM {table} ORDER BY {enqueued_at}),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       'heap: by enqueue time' AS note
+-- @block status_heap
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {enqueued_at} FROM {table}
+                                                WHERE {status} IN (:ready_values) ORDER BY {enqueued_at}),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       'heap: by enqueue time' AS note
 -- @block lease
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {enqueued_at} FROM {table}

@@ -2,19 +2,51 @@
 -- the queue's lease_timeout_s, plus oldest_lease_age_s. Lease and status times are UTC
 -- (SYSUTCDATETIME), as the reference recommends. Counts are bounded by TOP (:cap).
 -- The count seeks an index that leads with the lease column (status kind: the status column);
--- without one it scans the table. The documented DMVs do not describe index columns, so this
--- file cannot check for the index as the PostgreSQL one does: missing_index is reported NULL
--- ('not checked') and docs/metrics.md says which index to create.
+-- without one it scans the table. missing_index says whether such an index exists, from
+-- sys.indexes / sys.index_columns (an enabled index whose first key column is the lease column,
+-- unfiltered or filtered exactly on lease IS NOT NULL: the seeds' SimpleQueue index WHERE
+-- ProcessingStartedAt IS NULL cannot find leased rows; status kind: an unfiltered index leading
+-- with the status column); when there is none its note holds the CREATE INDEX to run.
 -- @block lease
+-- With error_column: an item whose lease AND error are set failed (the seeds' SimpleQueue leaves it
+-- leased on purpose); it is never a stuck lease and never released. Without one: lease_basic.
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}
-                                     WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())) AS l) AS n,
-             (SELECT TOP (1) {lease} FROM {table} WHERE {lease} IS NOT NULL ORDER BY {lease}) AS oldest) AS s
+                                     WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())
+                                       AND {error} IS NULL) AS l) AS n,
+             (SELECT TOP (1) {lease} FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL ORDER BY {lease}) AS oldest) AS s
+CROSS JOIN (SELECT COUNT(*) AS n FROM sys.indexes AS i
+            JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal = 1
+            JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+            WHERE i.object_id = OBJECT_ID(:qualified_table) AND c.name = :lease_name AND i.is_disabled = 0
+              AND (i.has_filter = 0 OR i.filter_definition = CONCAT(N'(', QUOTENAME(:lease_name), N' IS NOT NULL)'))) AS ix
 CROSS APPLY (VALUES
     ('stuck_leases', CAST(s.n AS float), CASE WHEN s.n >= :cap THEN 'at least (cap reached)' ELSE 'exact' END),
     ('oldest_lease_age_s', CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, s.oldest, SYSUTCDATETIME()), 0) / 1000.0 AS float),
      CASE WHEN s.oldest IS NULL THEN 'no leased item' ELSE 'exact' END),
-    ('missing_index', CAST(NULL AS float), 'not checked on SQL Server')
+    ('missing_index', CAST(CASE WHEN ix.n > 0 THEN 0 ELSE 1 END AS float),
+     CASE WHEN ix.n > 0 THEN N'' ELSE CONCAT(N'CREATE INDEX ', QUOTENAME(LEFT(CONCAT(N'IX_queueops_', :table_name, N'_', :lease_name), 128)),
+                                             N' ON ', :qualified_table, N' (', QUOTENAME(:lease_name), N') WHERE ',
+                                             QUOTENAME(:lease_name), N' IS NOT NULL') END)
+) AS v (metric, value, note)
+-- @block lease_basic
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}
+                                     WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())) AS l) AS n,
+             (SELECT TOP (1) {lease} FROM {table} WHERE {lease} IS NOT NULL ORDER BY {lease}) AS oldest) AS s
+CROSS JOIN (SELECT COUNT(*) AS n FROM sys.indexes AS i
+            JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal = 1
+            JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+            WHERE i.object_id = OBJECT_ID(:qualified_table) AND c.name = :lease_name AND i.is_disabled = 0
+              AND (i.has_filter = 0 OR i.filter_definition = CONCAT(N'(', QUOTENAME(:lease_name), N' IS NOT NULL)'))) AS ix
+CROSS APPLY (VALUES
+    ('stuck_leases', CAST(s.n AS float), CASE WHEN s.n >= :cap THEN 'at least (cap reached)' ELSE 'exact' END),
+    ('oldest_lease_age_s', CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, s.oldest, SYSUTCDATETIME()), 0) / 1000.0 AS float),
+     CASE WHEN s.oldest IS NULL THEN 'no leased item' ELSE 'exact' END),
+    ('missing_index', CAST(CASE WHEN ix.n > 0 THEN 0 ELSE 1 END AS float),
+     CASE WHEN ix.n > 0 THEN N'' ELSE CONCAT(N'CREATE INDEX ', QUOTENAME(LEFT(CONCAT(N'IX_queueops_', :table_name, N'_', :lease_name), 128)),
+                                             N' ON ', :qualified_table, N' (', QUOTENAME(:lease_name), N') WHERE ',
+                                             QUOTENAME(:lease_name), N' IS NOT NULL') END)
 ) AS v (metric, value, note)
 -- @block status
 SELECT :queue AS queue, v.metric, v.value, v.note
@@ -23,9 +55,17 @@ FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}
                                        AND {status_changed_at} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())) AS l) AS n,
              (SELECT MIN(p.changed) FROM (SELECT TOP (:cap) {status_changed_at} AS changed FROM {table}
                                           WHERE {status} IN (:processing_values)) AS p) AS oldest) AS s
+CROSS JOIN (SELECT COUNT(*) AS n FROM sys.indexes AS i
+            JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal = 1
+            JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+            WHERE i.object_id = OBJECT_ID(:qualified_table) AND c.name = :status_name AND i.is_disabled = 0
+              AND i.has_filter = 0) AS ix
 CROSS APPLY (VALUES
     ('stuck_leases', CAST(s.n AS float), CASE WHEN s.n >= :cap THEN 'at least (cap reached)' ELSE 'exact' END),
     ('oldest_lease_age_s', CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, s.oldest, SYSUTCDATETIME()), 0) / 1000.0 AS float),
      CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
-    ('missing_index', CAST(NULL AS float), 'not checked on SQL Server')
+    ('missing_index', CAST(CASE WHEN ix.n > 0 THEN 0 ELSE 1 END AS float),
+     CASE WHEN ix.n > 0 THEN N'' ELSE CONCAT(N'CREATE INDEX ', QUOTENAME(LEFT(CONCAT(N'IX_queueops_', :table_name, N'_', :status_name), 128)),
+                                             N' ON ', :qualified_table, N' (', QUOTENAME(:status_name), N', ',
+                                             QUOTENAME(:key_name), N')') END)
 ) AS v (metric, value, note)

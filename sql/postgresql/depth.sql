@@ -52,13 +52,13 @@ CROSS JOIN LATERAL (VALUES
 ) AS v (metric, value, note)
 -- @block status
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT sum(x.n) FROM unnest(ARRAY[:ready_values]) AS u (s)
+FROM (SELECT (SELECT sum(x.n) FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
               CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s
                                                              ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS ready,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]) AS u (s)
+             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
               CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s
                                                              ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]) AS u (s)
+             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
               CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s
                                                              ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
              (SELECT count(*) FROM (SELECT 1 FROM {table} ORDER BY {key} LIMIT :cap) AS l) AS total

@@ -10,6 +10,19 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
        coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values)
                                              ORDER BY {status}, {key} LIMIT 1)), 0)::float8 AS value,
        '' AS note
+-- @block delete_heap
+-- order = "heap": the key says nothing about age (a GUID, a priority first), so the oldest item is
+-- found by its enqueue time, through an index that leads with it. fifo and lifo read the lowest key:
+-- in both, the lowest key is the oldest item (a LIFO consumer takes the highest, the oldest waits).
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} ORDER BY {enqueued_at} LIMIT 1)), 0)::float8
+           AS value,
+       'heap: by enqueue time' AS note
+-- @block status_heap
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values)
+                                             ORDER BY {enqueued_at} LIMIT 1)), 0)::float8 AS value,
+       'heap: by enqueue time' AS note
 -- @block lease
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {lease} IS NULL

@@ -3,7 +3,8 @@
 -- lease kind: the count needs an index that leads with the lease column and holds the leased
 -- rows (the usual partial index WHERE lease IS NULL cannot answer it: pg-lab-findings.md). The
 -- block looks for one in pg_index first; without it, a table above :small_pages pages is NOT
--- scanned: stuck_leases is NULL, missing_index is 1 and its note holds the CREATE INDEX to run.
+-- scanned: stuck_leases is NULL, missing_index is 1 and its note holds the CREATE INDEX to run
+-- (on a view, which cannot be indexed, the note says to index its base table).
 -- Stuck leases are the oldest leases, so they are counted among the first :cap leased rows in
 -- lease order (an ordered index-only read that stops at the cap) rather than with a range
 -- condition the planner might answer with a bitmap scan of every match.
@@ -13,7 +14,9 @@
 -- runner puts before the per-queue blocks).
 -- @block prelude
 WITH queueops_q AS MATERIALIZED (
-    SELECT t.queue, coalesce(c.relpages, 0) < :small_pages AS small,
+    -- A view has no pages of its own (relpages 0): it is never "small", whatever its base table holds.
+    SELECT t.queue, coalesce(c.relpages, 0) < :small_pages AND c.relkind IS DISTINCT FROM 'v' AS small,
+           c.relkind = 'v' AS is_view,
            EXISTS (SELECT 1 FROM pg_index AS i
                    JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
                    WHERE i.indrelid = c.oid AND a.attname = t.lease_col AND i.indisvalid
@@ -29,8 +32,37 @@ WITH queueops_q AS MATERIALIZED (
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
 )
 -- @block lease
+-- With error_column: an item whose lease AND error are set failed (the seeds' SimpleQueue keeps it
+-- leased on purpose); it is never a stuck lease (depth's count_failed counts it). Without one,
+-- block lease_basic.
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT q.small, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN ix.indexed OR ix.small THEN
+                (SELECT count(*) FILTER (WHERE l.lease < now() - make_interval(secs => :lease_timeout_s))
+                 FROM (SELECT {lease} AS lease FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL
+                       ORDER BY {lease} LIMIT :cap) AS l) END AS n,
+           CASE WHEN ix.indexed OR ix.small THEN
+                (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL ORDER BY {lease} LIMIT 1) END AS oldest
+    OFFSET 0
+) AS s
+CROSS JOIN LATERAL (VALUES
+    ('stuck_leases', s.n::float8,
+     CASE WHEN s.n IS NULL THEN 'not counted: no index on the lease column (see missing_index)'
+          WHEN s.n >= :cap THEN 'at least (cap reached)'
+          WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no lease index)' END),
+    ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
+                                THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,
+     CASE WHEN s.oldest IS NULL THEN 'no leased item (failed items excluded)' ELSE 'exact' END),
+    ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
+     CASE WHEN ix.indexed THEN ''
+          WHEN ix.is_view THEN 'a view: index the lease column of its base table'
+          ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I) WHERE %I IS NOT NULL',
+                      :qualified_table::text, :lease_name::text, :lease_name::text) END)
+) AS v (metric, value, note)
+-- @block lease_basic
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
                 (SELECT count(*) FILTER (WHERE l.lease < now() - make_interval(secs => :lease_timeout_s))
@@ -50,21 +82,22 @@ CROSS JOIN LATERAL (VALUES
      CASE WHEN s.oldest IS NULL THEN 'no leased item' ELSE 'exact' END),
     ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
      CASE WHEN ix.indexed THEN ''
+          WHEN ix.is_view THEN 'a view: index the lease column of its base table'
           ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I) WHERE %I IS NOT NULL',
                       :qualified_table::text, :lease_name::text, :lease_name::text) END)
 ) AS v (metric, value, note)
 -- @block status
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT q.small, q.status_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]) AS u (s)
+                (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
                  CROSS JOIN LATERAL (SELECT count(*) AS n FROM (
                      SELECT 1 FROM {table}
                      WHERE {status} = u.s AND {status_changed_at} < now() - make_interval(secs => :lease_timeout_s)
                      ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) END AS n,
            CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT min(x.oldest) FROM unnest(ARRAY[:processing_values]) AS u (s)
+                (SELECT min(x.oldest) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
                  CROSS JOIN LATERAL (SELECT min(p.{status_changed_at}) AS oldest FROM (
                      SELECT {status_changed_at} FROM {table} WHERE {status} = u.s
                      ORDER BY {status}, {key} LIMIT :cap) AS p) AS x) END AS oldest
@@ -80,5 +113,6 @@ CROSS JOIN LATERAL (VALUES
      CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
     ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
      CASE WHEN ix.indexed THEN ''
+          WHEN ix.is_view THEN 'a view: index the status column of its base table'
           ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I, %I)', :qualified_table::text, :status_name::text, :key_name::text) END)
 ) AS v (metric, value, note)

@@ -67,7 +67,7 @@ class Server:
                 {**lab, "name": "delete", "kind": "delete", "table": "q_delete", "key": "id",
                  "enqueued_at": "enqueued_at", "watermark": {"table": "q_delete_watermark", "column": "low_key"}},
                 {**lab, "name": "status", "kind": "status", "table": "q_status_meta", "data_table": "q_status_data",
-                 "key": "id", "enqueued_at": "enqueued_at", "status_column": "status",
+                 "data_key": "id", "key": "id", "enqueued_at": "enqueued_at", "status_column": "status",
                  "status_changed_at": "status_changed_at", "attempts_column": "attempts"},
                 {**lab, "name": "lease", "kind": "lease", "table": "q_lease", "key": "id", "enqueued_at": "created_at",
                  "lease_column": "processing_started_at", "error_column": "errors", "attempts_column": "attempts"},

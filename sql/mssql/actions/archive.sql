@@ -21,15 +21,20 @@ FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
 WHERE {status} IN (:done_values) AND {age} < :cutoff
 ORDER BY {key}
 -- @block copy_data
-INSERT INTO {archive_data_table} SELECT * FROM {data_table} WHERE {key} IN (:item_ids)
+-- Payload rows are found through the payload table's own link column (data_key), never the queue's
+-- key name: Hangfire's State.Id is the state row's id, its link to the job is JobId.
+INSERT INTO {archive_data_table} SELECT * FROM {data_table} WHERE {data_key} IN (:item_ids)
 -- @block delete_data
-DELETE {data_table} WHERE {key} IN (:item_ids)
+DELETE {data_table} WHERE {data_key} IN (:item_ids)
 -- @block copy
 INSERT INTO {archive_table} SELECT * FROM {table} WHERE {key} IN (:item_ids)
 -- @block delete
+-- OUTPUT ... INTO a table variable: OUTPUT without INTO fails (Msg 334) on a table with a trigger.
+DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL);
 DELETE {table}
-OUTPUT deleted.{key} AS item
-WHERE {key} IN (:item_ids) AND {status} IN (:done_values) AND {age} < :cutoff
+OUTPUT CONVERT(nvarchar(450), deleted.{key}) INTO @queueops_out
+WHERE {key} IN (:item_ids) AND {status} IN (:done_values) AND {age} < :cutoff;
+SELECT o.item FROM @queueops_out AS o
 -- @block columns
 -- The columns of a table in order with their types: a move needs the archive table to have the
 -- queue table's layout (INSERT ... SELECT *) and no identity column. Unknown table: no rows.

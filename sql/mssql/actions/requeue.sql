@@ -7,6 +7,10 @@
 -- read and the write of each row one atomic step, so a row is written only with the lease value
 -- it was read with (OUTPUT deleted.* returns that observed value); READCOMMITTEDLOCK keeps READPAST
 -- legal when the database uses READ_COMMITTED_SNAPSHOT.
+-- OUTPUT goes INTO a table variable, then is selected: OUTPUT without INTO fails (Msg 334) on a
+-- table with an enabled trigger, and audit triggers are common on job tables. The key travels as
+-- text (nvarchar(450): any key type converts; it is compared back as a bound value, which converts
+-- to the column's type), the observed lease or status time as datetime2.
 -- @block count_lease
 SELECT COUNT(*) AS n FROM (
     SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff) AS s
@@ -16,21 +20,56 @@ SELECT TOP (:sample_n) {key} AS item, {lease} AS observed,
 FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff
 ORDER BY {lease}, {key}
 -- @block batch_lease
+DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
 WITH picked AS (
     SELECT TOP (:batch_n) {key}, {lease}
     FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
     WHERE {lease} < :cutoff
     ORDER BY {lease}, {key})
 UPDATE picked SET {lease} = NULL
-OUTPUT inserted.{key} AS item, deleted.{lease} AS observed
+OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
+SELECT o.item, o.observed FROM @queueops_out AS o
 -- @block batch_lease_attempts
+DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
 WITH picked AS (
     SELECT TOP (:batch_n) {key}, {lease}, {attempts}
     FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
     WHERE {lease} < :cutoff
     ORDER BY {lease}, {key})
 UPDATE picked SET {lease} = NULL, {attempts} = {attempts} + 1
-OUTPUT inserted.{key} AS item, deleted.{lease} AS observed
+OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
+SELECT o.item, o.observed FROM @queueops_out AS o
+-- Lease queues with an error column (the seeds' SimpleQueue): an item whose error is set failed
+-- and keeps its lease on purpose; it is never released. The *_unfailed blocks are the lease
+-- blocks with that predicate, used whenever the queue maps error_column.
+-- @block count_lease_unfailed
+SELECT COUNT(*) AS n FROM (
+    SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff AND {error} IS NULL) AS s
+-- @block sample_lease_unfailed
+SELECT TOP (:sample_n) {key} AS item, {lease} AS observed,
+       DATEDIFF(SECOND, {lease}, SYSUTCDATETIME()) AS lease_age_s
+FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff AND {error} IS NULL
+ORDER BY {lease}, {key}
+-- @block batch_lease_unfailed
+DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
+WITH picked AS (
+    SELECT TOP (:batch_n) {key}, {lease}
+    FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
+    WHERE {lease} < :cutoff AND {error} IS NULL
+    ORDER BY {lease}, {key})
+UPDATE picked SET {lease} = NULL
+OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
+SELECT o.item, o.observed FROM @queueops_out AS o
+-- @block batch_lease_attempts_unfailed
+DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
+WITH picked AS (
+    SELECT TOP (:batch_n) {key}, {lease}, {attempts}
+    FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
+    WHERE {lease} < :cutoff AND {error} IS NULL
+    ORDER BY {lease}, {key})
+UPDATE picked SET {lease} = NULL, {attempts} = {attempts} + 1
+OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
+SELECT o.item, o.observed FROM @queueops_out AS o
 -- @block count_status
 SELECT COUNT(*) AS n FROM (
     SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK)
@@ -42,18 +81,22 @@ FROM {table} WITH (NOLOCK)
 WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
 ORDER BY {status_changed_at}, {key}
 -- @block batch_status
+DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
 WITH picked AS (
     SELECT TOP (:batch_n) {key}, {status}, {status_changed_at}
     FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
     WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
     ORDER BY {status_changed_at}, {key})
 UPDATE picked SET {status} = :ready_value, {status_changed_at} = SYSUTCDATETIME()
-OUTPUT inserted.{key} AS item, deleted.{status_changed_at} AS observed
+OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{status_changed_at}) INTO @queueops_out;
+SELECT o.item, o.observed FROM @queueops_out AS o
 -- @block batch_status_attempts
+DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
 WITH picked AS (
     SELECT TOP (:batch_n) {key}, {status}, {status_changed_at}, {attempts}
     FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
     WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
     ORDER BY {status_changed_at}, {key})
 UPDATE picked SET {status} = :ready_value, {status_changed_at} = SYSUTCDATETIME(), {attempts} = {attempts} + 1
-OUTPUT inserted.{key} AS item, deleted.{status_changed_at} AS observed
+OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{status_changed_at}) INTO @queueops_out;
+SELECT o.item, o.observed FROM @queueops_out AS o

@@ -38,6 +38,9 @@ SELECT TOP (:sample_n) {key} AS item, {status} AS status FROM {table} WITH (NOLO
 WHERE {status} IN (:pending_values) AND {key} < :old_value ORDER BY {key}
 -- @block apply
 -- Compare-and-set: written only if the watermark still holds the value the preview observed.
+-- OUTPUT ... INTO a table variable: OUTPUT without INTO fails (Msg 334) on a table with a trigger.
+DECLARE @queueops_out TABLE (new_value bigint NOT NULL);
 UPDATE {wm_table} SET {wm_column} = :new_value
-OUTPUT inserted.{wm_column} AS new_value
-WHERE {wm_column} = :old_value
+OUTPUT inserted.{wm_column} INTO @queueops_out
+WHERE {wm_column} = :old_value;
+SELECT o.new_value FROM @queueops_out AS o

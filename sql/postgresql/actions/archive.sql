@@ -20,9 +20,11 @@ WHERE {status} IN (:done_values) AND {age} < :cutoff
 ORDER BY {key} LIMIT :batch_n
 FOR UPDATE SKIP LOCKED
 -- @block copy_data
-INSERT INTO {archive_data_table} SELECT * FROM {data_table} WHERE {key} IN (:item_ids)
+-- Payload rows are found through the payload table's own link column (data_key), never the queue's
+-- key name: Hangfire's State.Id is the state row's id, its link to the job is JobId.
+INSERT INTO {archive_data_table} SELECT * FROM {data_table} WHERE {data_key} IN (:item_ids)
 -- @block delete_data
-DELETE FROM {data_table} WHERE {key} IN (:item_ids)
+DELETE FROM {data_table} WHERE {data_key} IN (:item_ids)
 -- @block copy
 INSERT INTO {archive_table} SELECT * FROM {table} WHERE {key} IN (:item_ids)
 -- @block delete

@@ -33,6 +33,37 @@ UPDATE {table} AS t SET {lease} = NULL, {attempts} = t.{attempts} + 1
 FROM picked
 WHERE t.{key} = picked.item AND t.{lease} = picked.observed
 RETURNING t.{key} AS item, picked.observed AS observed
+-- Lease queues with an error column (the seeds' SimpleQueue): an item whose error is set failed
+-- and keeps its lease on purpose; it is never released. The *_unfailed blocks are the lease
+-- blocks with that predicate, used whenever the queue maps error_column.
+-- @block count_lease_unfailed
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM {table} WHERE {lease} < :cutoff AND {error} IS NULL LIMIT :limit_n) AS s
+-- @block sample_lease_unfailed
+SELECT {key} AS item, {lease} AS observed,
+       round(extract(epoch FROM (now() - {lease}))::numeric, 1)::float8 AS lease_age_s
+FROM {table} WHERE {lease} < :cutoff AND {error} IS NULL
+ORDER BY {lease}, {key} LIMIT :sample_n
+-- @block batch_lease_unfailed
+WITH picked AS (
+    SELECT {key} AS item, {lease} AS observed FROM {table}
+    WHERE {lease} < :cutoff AND {error} IS NULL
+    ORDER BY {lease}, {key} LIMIT :batch_n
+    FOR UPDATE SKIP LOCKED)
+UPDATE {table} AS t SET {lease} = NULL
+FROM picked
+WHERE t.{key} = picked.item AND t.{lease} = picked.observed
+RETURNING t.{key} AS item, picked.observed AS observed
+-- @block batch_lease_attempts_unfailed
+WITH picked AS (
+    SELECT {key} AS item, {lease} AS observed FROM {table}
+    WHERE {lease} < :cutoff AND {error} IS NULL
+    ORDER BY {lease}, {key} LIMIT :batch_n
+    FOR UPDATE SKIP LOCKED)
+UPDATE {table} AS t SET {lease} = NULL, {attempts} = t.{attempts} + 1
+FROM picked
+WHERE t.{key} = picked.item AND t.{lease} = picked.observed
+RETURNING t.{key} AS item, picked.observed AS observed
 -- @block count_status
 SELECT count(*) AS n FROM (
     SELECT 1 FROM {table}

@@ -27,13 +27,13 @@ SELECT 'due', id, 'processed', :worker FROM d
 RETURNING item
 -- @block lease_claim
 -- Stamp the lease (ProcessingStartedAt); the stamp is the lease's identity for finishing it.
-UPDATE lab.q_lease SET processing_started_at = clock_timestamp(), attempts = attempts + 1
+UPDATE lab.q_lease SET processing_started_at = clock_timestamp(), attempts = attempts + 1, errors = NULL
 WHERE id = (SELECT id FROM lab.q_lease WHERE processing_started_at IS NULL
             ORDER BY created_at, id FOR UPDATE SKIP LOCKED LIMIT 1)
 RETURNING id, processing_started_at AS lease, payload
 -- @block lease_reclaim
 -- Hangfire style: a lease older than the invisibility timeout may be taken again.
-UPDATE lab.q_lease SET processing_started_at = clock_timestamp(), attempts = attempts + 1
+UPDATE lab.q_lease SET processing_started_at = clock_timestamp(), attempts = attempts + 1, errors = NULL
 WHERE id = (SELECT id FROM lab.q_lease
             WHERE processing_started_at < clock_timestamp() - make_interval(secs => :reclaim_s)
             ORDER BY processing_started_at, id FOR UPDATE SKIP LOCKED LIMIT 1)
@@ -45,7 +45,9 @@ INSERT INTO lab.ledger (queue, item, event, worker)
 SELECT 'lease', id, 'processed', :worker FROM d
 RETURNING item
 -- @block lease_fail
--- Failure records the error and clears the lease: the item is ready again.
+-- Failure records the error and clears the lease: the item is ready again. A claim clears the
+-- error (above): an item whose lease AND error are set is failed for good (the seeds' SimpleQueue
+-- semantics that error_column maps), which the lab never leaves behind.
 WITH f AS (UPDATE lab.q_lease SET processing_started_at = NULL, errors = :error
            WHERE id = :id AND processing_started_at = :lease RETURNING id)
 INSERT INTO lab.ledger (queue, item, event, worker)

@@ -1,0 +1,211 @@
+"""The real types of a queue's mapped columns, read from the target's catalog, and what they allow.
+
+Names alone are not a mapping: a status column may be an enum, an integer or text; a time column
+may be an integer; a watermark key may be a GUID. queueops reads each mapped column's type once
+(``config check --live``, and when a target is first collected) so that
+
+* status values are bound in the column's own type (an enum compared with an enum, an integer
+  with an integer), so the engine can still use the index on the status column;
+* an enum status's values are checked against its labels;
+* time columns must be a timestamp type and watermark keys an integer type, or the queue's metrics
+  that need them are refused with the file, field, value and real type instead of failing at
+  collect time.
+
+Only catalog lookups run (``sql/<dialect>/catalog_types.sql``), with names bound as values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from queueops import engine, sqlfiles
+from queueops.config import Queue
+from queueops.fragments import DEFAULT_SCHEMA
+from queueops.identifiers import quote_table
+
+# Fields that hold a point in time: compared with now() - interval, subtracted from now().
+TIME_FIELDS = ("enqueued_at", "status_changed_at", "lease_column", "due_column")
+# The collectors each time field feeds, to say what a wrong type costs.
+TIME_FIELD_METRICS = {
+    "enqueued_at": ("oldest_age_s",),
+    "status_changed_at": ("stuck_leases", "oldest_lease_age_s"),
+    "lease_column": ("stuck_leases", "oldest_lease_age_s", "oldest_age_s"),
+    "due_column": ("depth", "oldest_age_s"),
+}
+TIMESTAMP_TYPES = "timestamptz, timestamp, datetime, datetime2, datetimeoffset"
+STATUS_VALUE_FIELDS = ("ready_values", "processing_values", "done_values")
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    """One column's type as the catalog reports it."""
+
+    table: str  # the quoted, schema-qualified table (as configured)
+    column: str
+    type_schema: str
+    type_name: str
+    type_text: str
+    category: str  # integer | timestamp | text | enum | uuid | boolean | other
+    labels: tuple[str, ...] = ()
+    relkind: str = "r"
+
+    def cast_fragment(self, dialect: str) -> str:
+        """The column's type as a quoted SQL type name (PostgreSQL), for ``ARRAY[...]::{type}[]``."""
+        return quote_table(self.type_schema, self.type_name, dialect)
+
+
+@dataclass(frozen=True)
+class TypeProblem:
+    """A mapped column whose real type or values cannot work: what, where, and what it costs."""
+
+    queue: str
+    field: str
+    value: str
+    message: str
+    severity: str = "error"  # error | warning
+    drops: tuple[str, ...] = ()  # fragments the queue's statements must not use
+    fix: str = ""
+
+
+def qualified(schema: str | None, table: str, dialect: str) -> str:
+    """A table's quoted name, schema-qualified always (the engine's default schema when none is set)."""
+    return quote_table(schema or DEFAULT_SCHEMA[dialect], table, dialect)
+
+
+def mapped_columns(q: Queue) -> list[tuple[str, str | None, str, str]]:
+    """``(field, schema, table, column)`` for every column the queue maps (main, payload, ring, watermark)."""
+    out = [(f, q.schema_, q.table, getattr(q, f)) for f in
+           ("key", "enqueued_at", "status_column", "status_changed_at", "lease_column", "error_column",
+            "attempts_column", "due_column", "refcount_column") if getattr(q, f)]
+    if q.sequence_table:
+        out += [(f, q.schema_, q.sequence_table, getattr(q, f)) for f in ("push_column", "pop_column")
+                if getattr(q, f)]
+    if q.data_table and getattr(q, "data_key", None):
+        out.append(("data_key", q.schema_, q.data_table, q.data_key))  # type: ignore[attr-defined]
+    if q.watermark:
+        out.append(("watermark.column", q.watermark.schema_ or q.schema_, q.watermark.table, q.watermark.column))
+    return out
+
+
+def _statement(dialect: str, pairs: Sequence[tuple[str, str]]) -> sqlfiles.Statement:
+    sqlf = sqlfiles.load(dialect, "catalog_types")
+    if dialect == "mssql":
+        # One JSON parameter, whatever the number of queues: never near the 2,100-parameter limit.
+        return sqlf.render("main", {}, {"pairs_json": json.dumps([{"t": t, "c": c} for t, c in pairs])})
+    return sqlf.render("main", {}, {"tables": [t for t, _ in pairs], "columns": [c for _, c in pairs]})
+
+
+def read_types(conn: engine.Connection, queues: Iterable[Queue]) -> dict[tuple[str, str], ColumnType]:
+    """``{(quoted table, column): ColumnType}`` for every mapped column of ``queues`` that exists."""
+    return read_types_with(conn.execute, conn.dialect, queues)
+
+
+def read_types_with(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], dialect: str,
+                    queues: Iterable[Queue]) -> dict[tuple[str, str], ColumnType]:
+    """:func:`read_types` through any statement runner (an action's session, for one)."""
+    pairs = sorted({(qualified(s, t, dialect), c) for q in queues for _, s, t, c in mapped_columns(q)})
+    if not pairs:
+        return {}
+    out: dict[tuple[str, str], ColumnType] = {}
+    for r in run(_statement(dialect, pairs)):
+        labels = r.get("labels") or ()
+        out[(r["qualified_table"], r["column_name"])] = ColumnType(
+            r["qualified_table"], r["column_name"], r["type_schema"], r["type_name"], r["type_text"],
+            r["category"], tuple(labels), r.get("relkind") or "r")
+    return out
+
+
+def type_of(q: Queue, field: str, types: dict[tuple[str, str], ColumnType], dialect: str) -> ColumnType | None:
+    """The catalog type of ``q``'s mapped ``field`` (None when unknown: missing table or column)."""
+    for f, schema, table, column in mapped_columns(q):
+        if f == field:
+            return types.get((qualified(schema, table, dialect), column))
+    return None
+
+
+def coerce_values(values: Sequence[Any], ctype: ColumnType | None) -> list[Any]:
+    """Status values as the column's own type wants them bound (integers for an integer column,
+    text for an enum or text column); unchanged when the type is unknown or a value does not fit
+    (:func:`problems` reports that)."""
+    if ctype is None:
+        return list(values)
+    if ctype.category == "integer":
+        out = []
+        for v in values:
+            try:
+                out.append(int(str(v)))
+            except ValueError:
+                return list(values)
+        return out
+    if ctype.category == "enum":
+        # A value that is no label of the enum would fail the whole statement (invalid input value
+        # for enum): it is left out, and problems() reports it. All invalid: the list is kept and
+        # problems() drops the status fragment, so no statement uses it.
+        valid = [str(v) for v in values if str(v) in ctype.labels]
+        return valid or [str(v) for v in values]
+    if ctype.category == "text":
+        return [str(v) for v in values]
+    return list(values)
+
+
+def problems(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -> list[TypeProblem]:
+    """Every mapped column of ``q`` whose real type (or whose configured values) cannot work."""
+    out: list[TypeProblem] = []
+    for field in TIME_FIELDS:
+        value = getattr(q, field)
+        ctype = type_of(q, field, types, dialect) if value else None
+        if ctype is not None and ctype.category != "timestamp":
+            costs = ", ".join(TIME_FIELD_METRICS[field])
+            frag = {"enqueued_at": "enqueued_at", "status_changed_at": "status_changed_at",
+                    "lease_column": "lease", "due_column": "due"}[field]
+            out.append(TypeProblem(q.name, field, value, f"is {ctype.type_text}, not a timestamp type "
+                                   f"({TIMESTAMP_TYPES}): {costs} not collected for this queue",
+                                   drops=(frag,), fix=f"map {field} to a timestamp column, or leave it out"))
+    status = type_of(q, "status_column", types, dialect) if q.status_column else None
+    if status is not None:
+        for field in STATUS_VALUE_FIELDS:
+            values = list(getattr(q, field))
+            if status.category == "enum":
+                bad = [v for v in values if str(v) not in status.labels]
+                if bad:
+                    out.append(TypeProblem(q.name, field, repr(values), f"{', '.join(map(repr, bad))} "
+                                           f"{'is' if len(bad) == 1 else 'are'} not a label of the enum "
+                                           f"{status.type_text} (labels: {', '.join(status.labels)})",
+                                           drops=("status",) if len(bad) == len(values) else (),
+                                           fix=f"use labels of {status.type_text}"))
+            elif status.category == "integer":
+                bad = [v for v in values if not str(v).lstrip("-").isdigit()]
+                if bad:
+                    out.append(TypeProblem(q.name, field, repr(values), f"{', '.join(map(repr, bad))}: the "
+                                           f"status column {q.status_column!r} is {status.type_text}, "
+                                           "values must be integers", fix="use the integer codes the table stores"))
+            elif status.category not in ("text",):
+                out.append(TypeProblem(q.name, "status_column", q.status_column or "",
+                                       f"is {status.type_text}: status values can only be compared in an "
+                                       "enum, integer or text column"))
+                break
+    if q.watermark:
+        for field, ctype in (("key", type_of(q, "key", types, dialect)),
+                             ("watermark.column", type_of(q, "watermark.column", types, dialect))):
+            if ctype is not None and ctype.category != "integer":
+                value = q.key if field == "key" else q.watermark.column
+                out.append(TypeProblem(q.name, field, value, f"is {ctype.type_text}: a watermark needs an integer "
+                                       "key (drift is key minus watermark); watermark_drift not collected",
+                                       drops=("wm_table",), fix="remove the watermark from this queue"))
+    return out
+
+
+def queue_fragments(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -> dict[str, str]:
+    """Extra fragments from the catalog: ``{status_type}``, the status column's own type (PostgreSQL)."""
+    status = type_of(q, "status_column", types, dialect) if q.status_column else None
+    if dialect == "postgresql":
+        if status is not None and status.category in ("enum", "integer", "text"):
+            return {"status_type": status.cast_fragment(dialect)}
+        # Unknown (table not found yet): the type the configured values have.
+        values = [*q.ready_values, *q.processing_values, *q.done_values]
+        plain = all(isinstance(v, int) for v in values)
+        return {"status_type": quote_table("pg_catalog", "int8" if plain else "text", dialect)}
+    return {}

@@ -1,0 +1,124 @@
+"""Which index each frequent collector statement needs, whether a table has it, and the exact
+``CREATE INDEX`` when it does not.
+
+The collectors read a queue through an index that leads with the column they filter or order by
+(``ORDER BY ... LIMIT`` / ``TOP``): without one, every sample scans and sorts the table. On
+PostgreSQL ``config check --live`` learns seek or scan from ``EXPLAIN``; on SQL Server from the
+index catalog (:func:`served`), where a filtered index serves only the rows its filter admits
+(the seeds' SimpleQueue index ``WHERE ProcessingStartedAt IS NULL`` cannot find leased rows).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from queueops.config import Queue
+from queueops.fragments import table_of
+from queueops.identifiers import quote_ident
+
+
+@dataclass(frozen=True)
+class Need:
+    """An index leading with ``columns`` (in order), restricted to rows where ``where`` holds."""
+
+    columns: tuple[str, ...]
+    where_column: str | None = None
+    where_null: bool = True  # IS NULL (True) or IS NOT NULL (False)
+
+    @property
+    def where(self) -> str | None:
+        if self.where_column is None:
+            return None
+        return f"{self.where_column} IS {'NULL' if self.where_null else 'NOT NULL'}"
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    columns: tuple[str, ...]
+    filter: str | None = None
+    disabled: bool = False
+
+
+def needed(collector: str, q: Queue) -> Need | None:
+    """The index ``collector``'s statement for ``q`` reads through (None: it reads no queue rows by order)."""
+    key = q.key
+    if collector == "stuck_leases":
+        if q.kind == "lease" and q.lease_column:
+            return Need((q.lease_column,), q.lease_column, False)
+        if q.kind == "status" and q.status_column and q.status_changed_at:
+            return Need((q.status_column, key))
+        return None
+    if collector == "oldest_age_s":
+        if q.order == "heap" and q.kind in ("delete", "status") and q.enqueued_at:
+            if q.kind == "status" and q.status_column:
+                return Need((q.status_column, q.enqueued_at))
+            return Need((q.enqueued_at,))
+        if q.kind == "status" and q.status_column and q.enqueued_at:
+            return Need((q.status_column, key))
+        if q.kind == "lease" and q.lease_column and q.enqueued_at:
+            return Need((q.enqueued_at, key), q.lease_column, True)
+        if q.kind == "due" and q.due_column:
+            return Need((q.due_column,))
+        if q.kind == "delete" and q.enqueued_at:
+            return Need((key,))
+        return None
+    if collector in ("depth", "watermark_drift"):
+        if collector == "watermark_drift" and not q.watermark:
+            return None
+        if q.kind == "status" and q.status_column:
+            return Need((q.status_column, key))
+        if q.kind == "due" and q.due_column and collector == "depth":
+            return Need((q.due_column,))
+        if q.kind in ("delete", "lease", "due"):
+            return Need((key,))
+    return None
+
+
+def _norm(text: str | None) -> str:
+    """A filter predicate without brackets, quotes, parentheses, case or spacing differences."""
+    return re.sub(r'[\[\]"()\s]', "", (text or "")).lower()
+
+
+def served(need: Need, indexes: Iterable[Index]) -> bool:
+    """Whether an enabled index leads with the needed column and admits the rows the statement reads."""
+    for ix in indexes:
+        cols = [c.lower() for c in ix.columns]
+        # ``lease IS NULL`` fixes the lease column to one value: an index (lease, enqueued_at)
+        # delivers the free items in enqueue order (the seeds' IX_SIMPLEQUEUE_POP).
+        if need.where_null and need.where_column and cols and cols[0] == need.where_column.lower():
+            cols = cols[1:]
+        if ix.disabled or not cols or cols[0] != need.columns[0].lower():
+            continue
+        if ix.filter is None or (need.where is not None and _norm(ix.filter) == _norm(need.where)):
+            return True
+    return False
+
+
+def indexes_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Index]:
+    """Group ``sql/mssql/catalog_indexes.sql`` rows (one per key column) into indexes."""
+    grouped: dict[Any, dict[str, Any]] = {}
+    for r in rows:
+        ix = grouped.setdefault(r["index_id"], {"name": r["index_name"] or "", "cols": [],
+                                                "filter": r.get("filter_definition"),
+                                                "disabled": bool(r.get("is_disabled"))})
+        ix["cols"].append((r["key_ordinal"], r["column_name"]))
+    return [Index(g["name"], tuple(c for _, c in sorted(g["cols"])), g["filter"], g["disabled"])
+            for g in grouped.values()]
+
+
+def create_index(q: Queue, need: Need, dialect: str) -> str:
+    """The exact statement that gives ``q``'s table the needed index (PostgreSQL: CONCURRENTLY)."""
+    table = table_of(q, dialect)
+    cols = ", ".join(quote_ident(c, dialect) for c in need.columns)
+    where = ""
+    if need.where_column:
+        where = f" WHERE {quote_ident(need.where_column, dialect)} IS {'NULL' if need.where_null else 'NOT NULL'}"
+    if dialect == "postgresql":
+        return f"CREATE INDEX CONCURRENTLY ON {table} ({cols}){where}"
+    name = quote_ident(f"IX_queueops_{q.table}_{'_'.join(need.columns)}"[:128], dialect)
+    # No ONLINE = ON: only some editions have it; add it where yours does.
+    return f"CREATE INDEX {name} ON {table} ({cols}){where}"

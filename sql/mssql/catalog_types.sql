@@ -1,0 +1,21 @@
+-- The type of every mapped column of a target's queues, in one statement: read by
+-- 'config check --live' and when a target is first collected (see sql/postgresql/catalog_types.sql).
+-- The (table, column) pairs travel as ONE JSON parameter, whatever their number: SQL Server allows
+-- at most 2,100 parameters per statement. OBJECT_ID yields NULL for a missing table, so a missing
+-- table or column is simply absent from the result. A user-defined alias type is reported as the
+-- system type it is based on.
+--   category   integer | timestamp | text | uuid | boolean | other
+--   relkind    r table, v view (as on PostgreSQL)
+SELECT t.qualified AS qualified_table, t.col AS column_name, N'sys' AS type_schema, st.name AS type_name,
+       st.name AS type_text,
+       CASE WHEN st.name IN (N'tinyint', N'smallint', N'int', N'bigint') THEN N'integer'
+            WHEN st.name IN (N'datetime', N'datetime2', N'datetimeoffset', N'smalldatetime') THEN N'timestamp'
+            WHEN st.name IN (N'char', N'varchar', N'nchar', N'nvarchar') THEN N'text'
+            WHEN st.name = N'uniqueidentifier' THEN N'uuid'
+            WHEN st.name = N'bit' THEN N'boolean'
+            ELSE N'other' END AS category,
+       CAST(NULL AS nvarchar(max)) AS labels,
+       CASE WHEN OBJECTPROPERTY(c.object_id, 'IsView') = 1 THEN N'v' ELSE N'r' END AS relkind
+FROM OPENJSON(:pairs_json) WITH (qualified nvarchar(600) '$.t', col nvarchar(128) '$.c') AS t
+JOIN sys.columns AS c ON c.object_id = OBJECT_ID(t.qualified) AND c.name = t.col
+JOIN sys.types AS st ON st.user_type_id = c.system_type_id
