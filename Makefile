@@ -4,7 +4,9 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt scripts/setup-system.sh | cksum | cut -d' ' -f1)
+# Node.js queue libraries the tests run for real (pg-boss), pinned by their package-lock.json.
+NODE_LIBS := tests/libraries/node
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt scripts/setup-system.sh $(NODE_LIBS)/package-lock.json | cksum | cut -d' ' -f1)
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 .PHONY: setup demo test lint soak bench clean help lock
@@ -23,6 +25,7 @@ $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) -c constraints.txt pip
 	$(PIP) -c constraints.txt -e '.[test]'
+	cd $(NODE_LIBS) && npm ci --no-audit --no-fund --loglevel=error
 	rm -f $(VENV)/.installed-*
 	touch $@
 

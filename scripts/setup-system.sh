@@ -4,6 +4,7 @@
 #   postgresql(-contrib)   server binaries for the embedded lab and the tests (pgstattuple too)
 #   default-jre-headless   Java for PySpark (local mode)
 #   chromium(-driver)      headless browser for the console's end-to-end tests
+#   nodejs + npm           pg-boss, a Node.js queue library the tests run for real
 # As root this runs apt-get; otherwise it prints the exact command to run.
 set -euo pipefail
 
@@ -17,6 +18,9 @@ fi
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+# Node.js and npm: the tests run pg-boss (tests/libraries/node, installed with npm ci).
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 
 if [ ${#need[@]} -eq 0 ]; then
   echo "system packages: all present"
@@ -43,5 +47,13 @@ if command -v odbcinst >/dev/null 2>&1 && ! odbcinst -q -d 2>/dev/null | grep -q
     printf '[FreeTDS]\nDescription = FreeTDS ODBC driver\nDriver = %s\n' "$lib" > /tmp/queueops-freetds.ini
     odbcinst -i -d -f /tmp/queueops-freetds.ini >/dev/null
     rm -f /tmp/queueops-freetds.ini
+  fi
+fi
+
+# pg-boss 10 (tests/libraries/node) needs Node.js 20 or later; Debian 12's own nodejs is 18.
+if command -v node >/dev/null 2>&1; then
+  major=$(node -p 'process.versions.node.split(".")[0]')
+  if [ "$major" -lt 20 ]; then
+    echo "warning: Node.js $major is too old for pg-boss 10 (tests/libraries/node needs 20 or later)" >&2
   fi
 fi

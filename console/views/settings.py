@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from console import chrome, context
+from console.views import discovered
 from queueops import engine, livecheck, secrets
 from queueops.config import Config
 
@@ -89,12 +90,14 @@ def render() -> None:
 
     st.subheader("Queues")
     st.dataframe(pd.DataFrame([{
-        "Queue": q.name, "Target": q.target, "Kind": q.kind,
+        "Queue": q.name, "Target": q.target, "Kind": q.kind, "Preset": q.preset or "",
         "Table": ".".join(x for x in (q.schema_, q.table) if x), "Key": q.key, "Order": q.order,
         "Lease timeout (s)": q.lease_timeout_s, "Watermark": f"{q.watermark.table}.{q.watermark.column}"
         if q.watermark else "", "Thresholds": ", ".join(
             f"{m} {_level(t.warn)}/{_level(t.crit)}" for m, t in q.thresholds.items()) or "defaults",
     } for q in cfg.queues]), hide_index=True)
+
+    discovered.render(cfg)
 
     st.subheader("Everything else")
     raw = masked_config(cfg)

@@ -24,6 +24,9 @@ LIMIT_ALL = 2**31 - 1
 
 
 def check(queue: Queue, opts: RequeueOptions) -> None:
+    rule, reason = _preset_rule(queue)
+    if rule == "refuse":
+        raise ActionError(f"requeue is refused on queue {queue.name!r} (preset {queue.preset!r}): {reason}")
     if queue.kind not in ("lease", "status"):
         raise ActionError(f"requeue applies to lease and status queues; {queue.name!r} is a {queue.kind} queue "
                           "(its items leave by being deleted, there is no lease to release)")
@@ -32,6 +35,15 @@ def check(queue: Queue, opts: RequeueOptions) -> None:
                           "nobody can tell how long an item has been processing")
     if opts.bump_attempts and not queue.attempts_column:
         raise ActionError(f"--bump-attempts needs attempts_column in the config of queue {queue.name!r}")
+
+
+def _preset_rule(queue: Queue) -> tuple[str, str]:
+    """The library preset's word on requeue (allow / warn / refuse, and why); allow without a preset."""
+    if not queue.preset:
+        return "allow", ""
+    from queueops import presets
+
+    return presets.get(queue.preset).action_rule("requeue")
 
 
 def _values(queue: Queue, cutoff: Any) -> dict[str, Any]:
@@ -47,9 +59,11 @@ def plan(ctx: PlanContext) -> Plan:
     sqlf, frags, kind = ctx.sql("requeue"), ctx.frags(), q.kind
     values = _values(q, cutoff)
     limit = opts.max_items or LIMIT_ALL
-    count = int(ctx.session.run(sqlf.render(f"count_{kind}", frags, {**values, "limit_n": limit}))[0]["n"])
-    sample = ctx.session.run(sqlf.render(f"sample_{kind}", frags, {**values, "sample_n": SAMPLE_ROWS}))
-    block = f"batch_{kind}_attempts" if opts.bump_attempts else f"batch_{kind}"
+    # Lease items whose error is set failed: never released (blocks *_unfailed).
+    unfailed = "_unfailed" if kind == "lease" and q.error_column else ""
+    count = int(ctx.session.run(sqlf.render(f"count_{kind}{unfailed}", frags, {**values, "limit_n": limit}))[0]["n"])
+    sample = ctx.session.run(sqlf.render(f"sample_{kind}{unfailed}", frags, {**values, "sample_n": SAMPLE_ROWS}))
+    block = (f"batch_{kind}_attempts" if opts.bump_attempts else f"batch_{kind}") + unfailed
     batch_stmt = sqlf.render(block, frags, {**values, "batch_n": opts.batch_size})
     what = "lease(s)" if kind == "lease" else "processing item(s)"
     batches = batch_count(count, opts.batch_size)
@@ -59,6 +73,9 @@ def plan(ctx: PlanContext) -> Plan:
     else:
         warnings.append("a consumer still working on an expired lease loses it: its finishing statement must "
                         "compare the lease value (compare-and-set), or the item is processed twice")
+    rule, reason = _preset_rule(q)
+    if rule == "warn":
+        warnings.append(f"preset {q.preset!r}: {reason}")
     if q.watermark:
         warnings.append("this queue has a watermark: released items with keys below it stay stranded until "
                         "watermark-reset")
@@ -89,7 +106,9 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
 
     summaries = run_batches(runner, planned_rows=plan.observed["count"], batch_size=opts.batch_size,
                             max_items=opts.max_items, pause_s=opts.pause_s, batch=batch)
-    left = int(runner.session.run(sqlf.render(f"count_{q.kind}", frags, {**values, "limit_n": LIMIT_ALL}))[0]["n"])
+    unfailed = "_unfailed" if q.kind == "lease" and q.error_column else ""
+    left = int(runner.session.run(sqlf.render(f"count_{q.kind}{unfailed}", frags,
+                                              {**values, "limit_n": LIMIT_ALL}))[0]["n"])
     if left:
         summaries.append({"left": left, "note": "still older than the cutoff: held by other sessions (skipped, "
                                                 "never waited for) or beyond --max-items"})

@@ -1,0 +1,155 @@
+"""Real queue libraries on a throwaway embedded PostgreSQL of their own.
+
+One private server for this folder (never the session's lab server, which other suites share):
+the lab's schema (five queues in schema ``lab``) plus each library's own schema, installed by
+the library's own tool (procrastinate's CLI, pgqueuer's ``pgq install``, pg-boss's ``start()``).
+Workers are the libraries' real workers, started as child processes in a process group of their
+own so a test can SIGKILL one mid-job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from queueops.lab import control
+from queueops.lab.pgserver import EmbeddedPostgres, ServerInfo
+from tests.conftest import ROOT, make_state_dir, wait_for
+from tests.libraries.apps import runs
+
+NODE_DIR = ROOT / "tests" / "libraries" / "node"
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class LibServer:
+    """The private server, with how to reach it from a library's process."""
+
+    state_dir: Path
+    server: EmbeddedPostgres
+    info: ServerInfo
+    children: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return self.info.url()
+
+    @property
+    def password(self) -> str:
+        return self.server.password()
+
+    def connect(self) -> psycopg.Connection:
+        return psycopg.connect(self.url, password=self.password, autocommit=True)
+
+    def env(self) -> dict[str, str]:
+        """Environment for a library's process: its DSN without the password, which libpq and
+        node-postgres read from PGPASSWORD."""
+        return {**os.environ, "QO_LIB_DSN": self.url, "PGPASSWORD": self.password,
+                "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+
+    def run(self, args: list[str], timeout: float = 180, cwd: Path = ROOT) -> str:
+        """Run one of a library's own commands to completion; fail the test with its output."""
+        done = subprocess.run(args, cwd=cwd, env=self.env(), capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            pytest.fail(f"{' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        return done.stdout
+
+    def spawn(self, args: list[str], log: Path, cwd: Path = ROOT) -> subprocess.Popen[str]:
+        """Start a worker in a process group of its own (so SIGKILL reaches all of it)."""
+        with log.open("a") as out:
+            proc = subprocess.Popen(args, cwd=cwd, env=self.env(), stdout=out, stderr=subprocess.STDOUT,
+                                    text=True, start_new_session=True)
+        self.children.append(proc)
+        return proc
+
+    def kill(self, proc: subprocess.Popen[str]) -> None:
+        """SIGKILL the worker's whole process group, as a crash or an OOM kill would."""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+
+    def stop(self, proc: subprocess.Popen[str]) -> None:
+        """Stop a worker the polite way (SIGTERM), SIGKILL if it does not go."""
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill(proc)
+            except ProcessLookupError:
+                pass
+
+    # -- the runs every library's task records ---------------------------------------------------
+    def set_gate(self, library: str, open_: bool) -> None:
+        with self.connect() as conn:
+            conn.execute("INSERT INTO public.qo_gate (library, open) VALUES (%s, %s) "
+                         "ON CONFLICT (library) DO UPDATE SET open = excluded.open", (library, open_))
+
+    def runs(self, library: str, phase: str) -> dict[str, int]:
+        """job id -> how many times the task recorded ``phase`` for it."""
+        with self.connect() as conn:
+            rows = conn.execute("SELECT job_id, count(*) FROM public.qo_runs WHERE library = %s AND phase = %s "
+                                "GROUP BY job_id", (library, phase)).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
+    def wait_started(self, library: str, n: int, timeout: float = 120) -> dict[str, int]:
+        def probe() -> dict[str, int] | None:
+            started = self.runs(library, "start")
+            return started if len(started) >= n else None
+
+        return wait_for(probe, timeout, what=f"{n} {library} jobs started")
+
+
+@pytest.fixture(scope="package")
+def libserver() -> Iterator[LibServer]:
+    state = make_state_dir("queueops-libs-")
+    srv = EmbeddedPostgres(state, fast=True, database="queueops_libs")
+    info = srv.start()
+    control.apply_schema(srv, info)
+    lib = LibServer(state, srv, info)
+    with lib.connect() as conn:
+        conn.execute(runs.DDL)
+    try:
+        yield lib
+    finally:
+        for proc in lib.children:
+            if proc.poll() is None:
+                lib.kill(proc)
+        srv.destroy()
+        shutil.rmtree(state.parent, ignore_errors=True)
+
+
+def _install_procrastinate(lib: LibServer) -> None:
+    lib.run([str(BIN / "procrastinate"), "--app=tests.libraries.apps.procrastinate_app.app", "schema", "--apply"])
+
+
+def _install_pgqueuer(lib: LibServer) -> None:
+    lib.run([str(BIN / "pgq"), "--pg-dsn", lib.url, "install"])
+
+
+def _install_pgboss(lib: LibServer) -> None:
+    if not (NODE_DIR / "node_modules" / "pg-boss").exists():
+        pytest.fail(f"pg-boss is not installed: run 'make setup' (npm ci in {NODE_DIR})")
+    lib.run(["node", "boss.mjs", "install"], cwd=NODE_DIR)
+
+
+INSTALLERS = {"procrastinate": _install_procrastinate, "pgqueuer": _install_pgqueuer, "pgboss": _install_pgboss}
+
+
+@pytest.fixture(scope="package")
+def installed(libserver: LibServer) -> LibServer:
+    """All three libraries' schemas installed by their own tools on the private server."""
+    for install in INSTALLERS.values():
+        install(libserver)
+    return libserver

@@ -1,0 +1,81 @@
+"""Acceptance: ``queueops discover --url ... --write found.toml`` on the lab's five queues plus the
+three real libraries' schemas (installed by their own tools) finds every one with the right kind and
+preset, writes a config whose every queue carries its evidence, and ``config check --live`` on that
+config exits 0. Appending again adds nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from tests.conftest import ROOT
+from tests.libraries.conftest import LibServer
+
+EXPECTED = {
+    ("lab", "q_delete"): ("delete", None), ("lab", "q_status_meta"): ("status", None),
+    ("lab", "q_lease"): ("lease", None), ("lab", "q_due"): ("due", None), ("lab", "q_ring_slot"): ("ring", None),
+    ("public", "procrastinate_jobs"): ("status", "procrastinate"), ("public", "pgqueuer"): ("status", "pgqueuer"),
+    ("pgboss", "job"): ("status", "pgboss"),
+}
+
+
+def _cli(*args: str, password: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QO_TEST_DISCOVER_PW": password}
+    return subprocess.run([sys.executable, "-m", "queueops.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=180, env=env)
+
+
+def test_discover_finds_lab_and_libraries(installed: LibServer, tmp_path: Path) -> None:
+    found = tmp_path / "found.toml"
+    listed = _cli("discover", "--url", installed.url, "--password", "env:QO_TEST_DISCOVER_PW", "--json",
+                  password=installed.password)
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    got = {(r["schema"], r["table"]): (r["kind"], r["preset"]) for r in rows}
+    print("\nDISCOVERED " + json.dumps([[r["rank"], r["schema"], r["table"], r["kind"], r["preset"], r["score"]]
+                                         for r in rows]))
+    assert got == EXPECTED, f"found {got}"
+    assert all(r["evidence"] for r in rows)
+    ranks = [r["rank"] for r in rows if r["preset"]]
+    assert ranks == [1, 2, 3], "preset matches rank first"
+
+    written = _cli("discover", "--url", installed.url, "--password", "env:QO_TEST_DISCOVER_PW", "--write", str(found),
+                   password=installed.password)
+    assert written.returncode == 0, written.stderr
+    text = found.read_text()
+    cfg = tomllib.loads(text)
+    assert len(cfg["queues"]) == len(EXPECTED)
+    assert text.count("# discovered: ") == len(EXPECTED), "every proposed queue carries its evidence"
+    status = next(q for q in cfg["queues"] if q.get("table") == "q_status_meta")
+    assert (status["data_table"], status["data_key"]) == ("q_status_data", "id")
+    ring = next(q for q in cfg["queues"] if q.get("table") == "q_ring_slot")
+    assert (ring["sequence_table"], ring["capacity"]) == ("q_ring_seq", 1024)
+    delete = next(q for q in cfg["queues"] if q.get("table") == "q_delete")
+    assert delete["watermark"] == {"table": "q_delete_watermark", "column": "low_key"}
+
+    check = _cli("config", "check", "--live", "--config", str(found), password=installed.password)
+    print(check.stdout)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "(0 error(s)" in check.stdout or check.stdout.rstrip().endswith(": ok")
+    # issue 13's EXPLAIN check of every frequent statement: the presets' statements seek on the
+    # libraries' own schemas (and the lab's tables)
+    assert "scans instead of seeking" not in check.stdout
+
+    again = _cli("discover", "--url", installed.url, "--password", "env:QO_TEST_DISCOVER_PW", "--write", str(found),
+                 password=installed.password)
+    assert again.returncode == 0 and f"{found}: 0 queue(s) written" in again.stdout
+    assert found.read_text() == text, "appending finds nothing new and leaves the file as it was"
+
+    # appending to a config that already maps pgqueuer through its preset adds the other seven only
+    mine = tmp_path / "mine.toml"
+    mine.write_text(f'[[targets]]\nname = "discovered"\ndialect = "postgresql"\nurl = "{installed.url}"\n'
+                    'password = "env:QO_TEST_DISCOVER_PW"\n\n[[queues]]\nname = "jobs"\ntarget = "discovered"\n'
+                    'preset = "pgqueuer"\n')
+    appended = _cli("discover", "--url", installed.url, "--password", "env:QO_TEST_DISCOVER_PW", "--write", str(mine),
+                    password=installed.password)
+    assert appended.returncode == 0 and f"{mine}: {len(EXPECTED) - 1} queue(s) written" in appended.stdout
+    assert _cli("config", "check", "--live", "--config", str(mine), password=installed.password).returncode == 0
