@@ -61,6 +61,15 @@ class LiveSample:
     def notes(self) -> dict[tuple[str, str, str], str]:
         return {(r.target, r.queue, r.metric): r.note for r in self.rows}
 
+    def queue_errors(self) -> dict[tuple[str, str], str]:
+        """Why a queue could not be read while its target answered (a missing or unreadable table):
+        the ``queue_error`` rows' notes, joined per queue."""
+        out: dict[tuple[str, str], list[str]] = {}
+        for r in self.rows:
+            if r.queue and r.metric == runner.QUEUE_ERROR and r.note not in out.get((r.target, r.queue), []):
+                out.setdefault((r.target, r.queue), []).append(r.note)
+        return {k: "; ".join(v) for k, v in out.items()}
+
     def target_rows(self, target: str) -> list[SnapshotRow]:
         """Target-wide rows (queue ``''``): root causes and server-wide counters."""
         return [r for r in self.rows if r.target == target and not r.queue]
@@ -256,14 +265,22 @@ class Store:
         return pd.to_datetime(df["ts"].iloc[0], utc=True).to_pydatetime()
 
     def audit(self, since: datetime | None = None, limit: int = 5000) -> pd.DataFrame:
+        from queueops.actions.audit import reconcile
         from queueops.store.schema import audit_log as a
 
-        stmt = select(a).order_by(a.c.start_time.desc()).limit(limit)
+        if self.engine is not None:
+            try:  # a record whose process is gone reads as interrupted here too, not as running
+                reconcile(self.engine)
+            except SQLAlchemyError:
+                pass  # _read below reports the store
+        # Not last_heard / noticed_at: a store no newer process has opened yet lacks them (the
+        # console opens it without altering it); an interrupted record's error names both times.
+        cols = [c for c in a.columns if c.name not in ("last_heard", "noticed_at")]
+        stmt = select(*cols).order_by(a.c.start_time.desc()).limit(limit)
         if since is not None:
             stmt = stmt.where(a.c.start_time >= since)
         df = self._read(stmt)
-        cols = [c.name for c in a.columns]
-        return _normalize(df, cols, ts_cols=("start_time", "end_time"))
+        return _normalize(df, [c.name for c in cols], ts_cols=("start_time", "end_time"))
 
 
 def _normalize(df: pd.DataFrame, columns: Sequence[str], ts_cols: Sequence[str] = ("ts", "last_ok", "last_row")

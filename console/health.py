@@ -90,10 +90,11 @@ class QueueHealth:
     reasons: tuple[Finding, ...] = ()
     score: float = 0.0
     values: Mapping[str, float | None] = field(default_factory=dict)
+    error: str = ""  # why the queue could not be read although its target answered
 
     @property
     def reason(self) -> str:
-        return "; ".join(f.text() for f in self.reasons)
+        return "; ".join([f.text() for f in self.reasons] + ([self.error] if self.error else []))
 
 
 def _guard_holds(metric: str, values: Mapping[str, float | None]) -> bool:
@@ -103,14 +104,16 @@ def _guard_holds(metric: str, values: Mapping[str, float | None]) -> bool:
     return guard is None or other is None or OPS[guard[1]](other, guard[2])
 
 
-def queue_health(queue: Queue, values: Mapping[str, float | None], reachable: bool = True) -> QueueHealth:
+def queue_health(queue: Queue, values: Mapping[str, float | None], reachable: bool = True,
+                 error: str = "") -> QueueHealth:
     """Judge one queue from its latest values: the worst metric wins, every breach is a reason.
 
     A queue whose target is unreachable, or that has no sample at all, is ``unknown``: the console
-    cannot vouch for it, and it must not look green.
+    cannot vouch for it, and it must not look green. ``error`` (a missing or unreadable table while
+    the target answers) is shown as the reason, so the console never blames the target for it.
     """
     if not reachable or not any(values.get(m) is not None for m in ("depth", "oldest_age_s")):
-        return QueueHealth(queue.name, queue.target, "unknown", (), 0.0, dict(values))
+        return QueueHealth(queue.name, queue.target, "unknown", (), 0.0, dict(values), error)
     reasons: list[Finding] = []
     score = 0.0
     for metric in JUDGED:
@@ -124,8 +127,8 @@ def queue_health(queue: Queue, values: Mapping[str, float | None], reachable: bo
             reasons.append(Finding(metric, float(value), state, level, thr.direction))
             score = max(score, severity(float(value), thr))
     reasons.sort(key=lambda f: (RANK[f.state], JUDGED.index(f.metric)))
-    state: State = reasons[0].state if reasons else "ok"
-    return QueueHealth(queue.name, queue.target, state, tuple(reasons), score, dict(values))
+    state: State = reasons[0].state if reasons else ("warn" if error else "ok")
+    return QueueHealth(queue.name, queue.target, state, tuple(reasons), score, dict(values), error)
 
 
 def worst_first(items: Iterable[QueueHealth]) -> list[QueueHealth]:

@@ -7,7 +7,8 @@ import importlib
 import sys
 
 # Each module defines ``register(subparsers)`` and sets ``func`` on its parsers.
-COMMANDS = ("lab", "config", "collect", "serve", "demo", "act", "audit", "lake", "pipeline", "report", "users")
+COMMANDS = ("lab", "config", "discover", "collect", "serve", "demo", "act", "audit", "autopilot", "lake", "pipeline", "report",
+            "users")
 
 EPILOG = """\
 quick start:

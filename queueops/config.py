@@ -26,14 +26,21 @@ from pydantic import (
 )
 
 from queueops import secrets
+from queueops.autopilot.policy import AutopilotPolicy
 from queueops.identifiers import identifier_problem
 
 DEFAULT_CONFIG = "queueops.toml"
 KINDS = ("delete", "status", "lease", "due", "ring")
 
 
+MAX_NAME = 128  # queue and target names: the store's name columns
+
+
 def _ident(value: str) -> str:
-    problem = identifier_problem(value, "mssql")  # generic rules; PostgreSQL's 63-byte limit below
+    # Generic rules here; the length limit of the target's dialect (PostgreSQL: 63 bytes, SQL
+    # Server: 128 characters) is checked per queue below, so a long name is told the limit of the
+    # engine it is meant for.
+    problem = identifier_problem(value, "mssql", check_length=False)
     if problem:
         raise ValueError(f"not a safe identifier: {problem}")
     return value
@@ -100,11 +107,16 @@ class Target(_Model):
 class Queue(_Model):
     name: Ident
     target: Ident
+    # A library preset (queueops/presets/NAME.toml) this queue was expanded from: its fields filled
+    # in the mapping, and actions apply its rules (requeue refused or warned where it rescues itself).
+    preset: Ident | None = None
     kind: Literal["delete", "status", "lease", "due", "ring"]
     schema_: Ident | None = Field(default=None, alias="schema")
     table: Ident
     key: Ident
     enqueued_at: Ident | None = None
+    # fifo / lifo: the lowest key is the oldest item (oldest_age_s reads it through the key index);
+    # heap: the key says nothing about age (a GUID), oldest_age_s orders by enqueued_at instead.
     order: Literal["fifo", "lifo", "heap"] = "fifo"
     # status kind
     status_column: Ident | None = None
@@ -113,6 +125,9 @@ class Queue(_Model):
     processing_values: list[int | str] = Field(default_factory=lambda: [1])
     done_values: list[int | str] = Field(default_factory=lambda: [2])
     data_table: Ident | None = None
+    # The payload table's column that holds the queue's key (Hangfire's State.JobId): archive deletes
+    # payload rows only through it. Required with data_table.
+    data_key: Ident | None = None
     # lease kind
     lease_column: Ident | None = None
     error_column: Ident | None = None
@@ -141,6 +156,9 @@ class Queue(_Model):
         missing = [f for f in required if getattr(self, f) is None]
         if missing:
             raise ValueError(f"kind {self.kind!r} needs {', '.join(missing)}")
+        if self.data_table and not self.data_key:
+            raise ValueError(f"data_table {self.data_table!r} needs data_key: the payload table's column that "
+                             "holds the queue's key (archive deletes payload rows only through it)")
         return self
 
     def threshold(self, metric: str) -> Threshold | None:
@@ -203,6 +221,12 @@ class Identity(_Model):
     default_role: Literal["viewer", "operator"] = "viewer"
 
 
+class ActionSettings(_Model):
+    """``[actions]``: logins whose sessions ``act terminate`` never ends (e.g. replication, a DBA)."""
+
+    terminate_deny_logins: list[str] = Field(default_factory=list)
+
+
 class Console(_Model):
     users_file: str | None = None
     refresh_s: float = Field(default=5, gt=0)
@@ -251,6 +275,8 @@ class Config(_Model):
     console: Console = Field(default_factory=Console)
     report: Report = Field(default_factory=Report)
     pipeline: Pipeline = Field(default_factory=Pipeline)
+    actions: ActionSettings = Field(default_factory=ActionSettings)
+    autopilot: list[AutopilotPolicy] = Field(default_factory=list)
     # Where the file was read from; relative paths (secrets, store, lake) resolve against it.
     source: str | None = Field(default=None, exclude=True)
 
@@ -350,6 +376,8 @@ def _cross_checks(cfg: Config) -> list[Problem]:
         where = f"queues[{i}](name={q.name!r})"
         if qnames.count(q.name) > 1:
             problems.append(Problem(f"{where}.name", q.name, "duplicate queue name"))
+        if len(q.name) > MAX_NAME:
+            problems.append(Problem(f"{where}.name", q.name, f"is {len(q.name)} characters long; at most {MAX_NAME}"))
         target = by_target.get(q.target)
         if target is None:
             problems.append(Problem(f"{where}.target", q.target, f"no target of that name (known: {', '.join(names)})"))
@@ -358,13 +386,44 @@ def _cross_checks(cfg: Config) -> list[Problem]:
             problem = identifier_problem(value, target.dialect)
             if problem:
                 problems.append(Problem(f"{where}.{fld}", value, f"not a safe identifier: {problem}"))
+    pnames = [p.key for p in cfg.autopilot]
+    for i, p in enumerate(cfg.autopilot):
+        if p.queue not in qnames:
+            problems.append(Problem(f"autopilot[{i}].queue", p.queue, f"no queue of that name (known: {', '.join(qnames)})"))
+        if pnames.count(p.key) > 1:
+            problems.append(Problem(f"autopilot[{i}].name", p.key, "duplicate policy name (name each policy)"))
     return problems
+
+
+def _secret_fields(cfg: Config) -> list[tuple[str, str]]:
+    """(field, value) of every setting that may be an ``env:``/``file:`` reference."""
+    refs = [(f"targets[{i}](name={t.name!r}).{fld}", getattr(t, fld)) for i, t in enumerate(cfg.targets)
+            for fld in ("url", "password", "actions_url", "actions_password")]
+    return [(f, v) for f, v in [*refs, ("store.url", cfg.store.url)] if v]
+
+
+def secret_problems(cfg: Config) -> list[Problem]:
+    """Every ``env:``/``file:`` reference that cannot be resolved from here, the file named by its
+    resolved path (relative ``file:`` paths resolve against the config file's folder).
+
+    Not part of :func:`load`: the service and the console resolve secrets when they connect and
+    report there; ``queueops config check`` calls this so a broken reference is found before
+    anything connects.
+    """
+    return [Problem(field, value, message) for field, value in _secret_fields(cfg)
+            if secrets.is_reference(value) and (message := secrets.check(value, cfg.base_dir))]
+
+
+def secret_files(cfg: Config) -> list[tuple[str, Path]]:
+    """(field, resolved path) of every ``file:`` reference, for ``config check`` to show."""
+    return [(field, secrets.file_path(value, cfg.base_dir)) for field, value in _secret_fields(cfg)
+            if value.startswith("file:")]
 
 
 def _identifier_fields(q: Queue) -> list[tuple[str, str]]:
     out = [(f, getattr(q, f)) for f in (
         "schema_", "table", "key", "enqueued_at", "status_column", "status_changed_at", "data_table",
-        "lease_column", "error_column", "attempts_column", "due_column", "sequence_table",
+        "data_key", "lease_column", "error_column", "attempts_column", "due_column", "sequence_table",
         "push_column", "pop_column", "refcount_column") if getattr(q, f)]
     if q.watermark:
         out += [(f"watermark.{f}", getattr(q.watermark, f)) for f in ("schema_", "table", "column")
@@ -372,8 +431,28 @@ def _identifier_fields(q: Queue) -> list[tuple[str, str]]:
     return [(f.replace("schema_", "schema"), v) for f, v in out]
 
 
+def _expand_presets(raw: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
+    """Replace every ``[[queues]]`` section naming a ``preset`` with the preset's complete mapping
+    under the section's own overrides (see :mod:`queueops.presets`)."""
+    from queueops import presets
+
+    queues = raw.get("queues")
+    if not isinstance(queues, list):
+        return raw, []
+    out, problems = [], []
+    for i, q in enumerate(queues):
+        try:
+            out.append(presets.expand(q) if isinstance(q, dict) else q)
+        except KeyError as exc:
+            problems.append(Problem(_field_path(("queues", i, "preset"), raw), q.get("preset"), exc.args[0]))
+    return {**raw, "queues": out}, problems
+
+
 def parse(raw: dict[str, Any], file: str = "<config>") -> Config:
     """Validate an already-parsed TOML document; raise :class:`ConfigError` listing every problem."""
+    raw, preset_problems = _expand_presets(raw)
+    if preset_problems:
+        raise ConfigError(file, preset_problems)
     try:
         cfg = Config.model_validate({**raw, "source": file if file != "<config>" else None})
     except ValidationError as exc:

@@ -37,6 +37,8 @@ FIXES: dict[str, tuple[str, ...]] = {
 LABELS = {"requeue": "Requeue stuck", "watermark-reset": "Reset watermark", "rebuild": "Rebuild / vacuum",
           "archive": "Archive finished"}
 HIGHER_IS_BETTER = frozenset({"watermark_drift"})  # from < 0 (stranded) up to >= 0
+# Ended from the root-cause card it concerns (console/views/terminate_card.py), not from this panel.
+CARD_ONLY = frozenset({"terminate"})
 PLAN_KEY = "qo_action_plan"
 RESULT_KEY = "qo_action_result"
 
@@ -61,6 +63,8 @@ def applicable(q: Queue) -> list[str]:
     """The actions the action layer accepts for this queue (its own check, before any connection)."""
     out = []
     for name in actions.ACTIONS:
+        if name in CARD_ONLY:
+            continue
         try:
             MODULES[name].check(q, actions.OPTIONS[name]())
         except actions.ActionError:

@@ -7,7 +7,7 @@ store's history merged with what the console sampled itself since it started.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 
 import pandas as pd
@@ -48,19 +48,21 @@ def judge_all(cfg: Config, sample: LiveSample) -> list[QueueHealth]:
     """Every configured queue judged from the sample, worst first."""
     values = sample.values()
     down = sample.unreachable()
-    return worst_first(queue_health(q, values.get((q.target, q.name), {}), reachable=q.target not in down)
-                       for q in cfg.queues)
+    errors = sample.queue_errors()
+    return worst_first(queue_health(q, values.get((q.target, q.name), {}), reachable=q.target not in down,
+                                    error=errors.get((q.target, q.name), "")) for q in cfg.queues)
 
 
-def table(cfg: Config, healths: list[QueueHealth], spark: Mapping[tuple[str, str], list[float]]
-          ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def table(cfg: Config, healths: list[QueueHealth], spark: Mapping[tuple[str, str], list[float]],
+          down: Collection[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The overview table (one row per queue, worst first) and, cell by cell, each value's state."""
     rows, states = [], []
     for h in healths:
         q = cfg.queue(h.queue)
         row: dict[str, object] = {
             "State": WORD[h.state], "Queue": h.queue, "Target": h.target, "Kind": q.kind,
-            "Why": h.reason or ("no sample: target unreachable" if h.state == "unknown" else ""),
+            "Why": h.reason or (("no sample: target unreachable" if h.target in down else "no sample yet")
+                                if h.state == "unknown" else ""),
             "Depth, last hour": spark.get((h.target, h.queue), []),
         }
         cell: dict[str, str] = {"State": h.state}
@@ -146,7 +148,7 @@ def _body(ctx: context.Ctx) -> None:
     since = now - timedelta(hours=1)
     stored = ctx.store.history([SPARK_METRIC], since, targets=[t.name for t in cfg.targets])
     spark = sparkline_series([stored, ctx.sampler.history(SPARK_METRIC)], SPARK_METRIC, since)
-    df, states = table(cfg, healths, spark)
+    df, states = table(cfg, healths, spark, sample.unreachable())
     shown = [h for m, h in COLUMNS if any(x.values.get(m) is not None for x in healths)]
     columns = ["State", "Queue", "Target", "Why", "Depth, last hour", *shown, "Kind"]
     styled = df[columns].style.apply(

@@ -8,11 +8,11 @@ import pandas as pd
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from console import chrome, context, style
+from console import chrome, context, gaps, style
 from console.data import LiveSample, parse_note
 from console.findings import Recommendation, RootCause, recommend, root_causes
 from console.health import ICON, LABEL, format_value, judge, queue_health
-from console.views import actions_panel
+from console.views import actions_panel, autopilot_panel, terminate_card
 from queueops.config import Config, Queue
 
 WINDOWS: dict[str, timedelta] = {"15 min": timedelta(minutes=15), "1 h": timedelta(hours=1),
@@ -85,7 +85,8 @@ def render() -> None:
     target = cfg.target(q.target)
     sample = ctx.sampler.sample()
     values = sample.values().get((q.target, q.name), {})
-    health = queue_health(q, values, reachable=q.target not in sample.unreachable())
+    health = queue_health(q, values, reachable=q.target not in sample.unreachable(),
+                          error=sample.queue_errors().get((q.target, q.name), ""))
     chrome.title(ctx, f"Queue {q.name}")
     row = st.columns([1.2, 4, 1.6], vertical_alignment="center")
     with row[0]:
@@ -97,7 +98,9 @@ def render() -> None:
                f"{format_value('lease_timeout_s', q.lease_timeout_s)} · sampled {style.utc_text(sample.ts)}")
     if q.target in sample.unreachable():
         st.error(f"Target `{q.target}` is unreachable: {sample.unreachable()[q.target]}", icon=":material/cloud_off:")
-    elif health.reasons:
+    elif health.error:
+        st.error(f"This queue cannot be read: {health.error}", icon=":material/table:")
+    if health.reasons and q.target not in sample.unreachable():
         st.markdown(" · ".join(f"**{f.text()}**" for f in health.reasons))
 
     _tiles(q, values)
@@ -112,7 +115,7 @@ def render() -> None:
     left, right = st.columns(2, gap="large")
     with left:
         st.subheader("Root causes now")
-        _causes(causes)
+        _causes(ctx, q, causes)
     with right:
         st.subheader("Findings and recommendations")
         _recommendations(recs)
@@ -120,8 +123,12 @@ def render() -> None:
     st.subheader("Actions")
     actions_panel.render(ctx, q, recs)
 
+    st.subheader("Autopilot")
+    autopilot_panel.render(ctx, q.name)
+
 
 def _tiles(q: Queue, values: dict[str, float | None]) -> None:
+    _unavailable(q)
     shown = [m for m in TILES if values.get(m) is not None]
     if not shown:
         return
@@ -135,8 +142,20 @@ def _tiles(q: Queue, values: dict[str, float | None]) -> None:
                    if metric in style.METRICS else None)
 
 
+def _unavailable(q: Queue) -> None:
+    """A library preset's metrics that cannot be had for it, said instead of a blank tile."""
+    if not q.preset:
+        return
+    from queueops import presets
+
+    for metric, why in presets.get(q.preset).unavailable.items():
+        name = style.label(metric) if metric in style.METRICS else metric
+        st.caption(f"{name}: not available for this library ({presets.get(q.preset).library}): {why}")
+
+
 def _charts(ctx: context.Ctx, q: Queue, window: timedelta, now: datetime) -> None:
     df = series(ctx, q, window, now)
+    holes = gaps.read_gaps(ctx.store.engine, q.target, now - window, now)  # no data: not healthy silence
     # A metric without thresholds that stayed at zero all window says nothing: leave it out; so
     # does PostgreSQL's dead_tuples when ghost_records already charts the same figure.
     have = set(df["metric"])
@@ -150,7 +169,7 @@ def _charts(ctx: context.Ctx, q: Queue, window: timedelta, now: datetime) -> Non
     fig = make_subplots(rows=len(metrics), cols=1, shared_xaxes=True, vertical_spacing=0.04,
                         subplot_titles=[_subplot_title(q, m) for m in metrics])
     for i, m in enumerate(metrics, start=1):
-        d = df[df["metric"] == m]
+        d = gaps.break_lines(df[df["metric"] == m], holes)
         thr = q.threshold(m)
         fig.add_trace(style.time_trace(d["ts"], d["value"], style.label(m), ctx.tz,
                                        color=style.SERIES[(i - 1) % len(style.SERIES)]), row=i, col=1)
@@ -166,6 +185,7 @@ def _charts(ctx: context.Ctx, q: Queue, window: timedelta, now: datetime) -> Non
     for ann in fig.layout.annotations:  # subplot titles: left-aligned like the rest of the page
         if ann.text and not ann.text.startswith(("warn", "crit")):
             ann.update(x=0, xanchor="left", font={"size": 13, "color": style.INK})
+    gaps.shade(fig, holes, start)
     st.plotly_chart(fig, key="qd_chart", config={"displayModeBar": False})
     note = "" if start <= now - window + timedelta(seconds=1) else " (history starts later: zoomed to it)"
     st.caption(f"UTC; hover shows your local time. {style.utc_text(start, seconds=False)} → "
@@ -184,13 +204,14 @@ def _subplot_title(q: Queue, metric: str) -> str:
     return text
 
 
-def _causes(causes: list[RootCause]) -> None:
+def _causes(ctx: context.Ctx, q: Queue, causes: list[RootCause]) -> None:
     relevant = [c for c in causes if c.kind in ("snapshot", "blocker")]
+    terminate_card.render_result(ctx, q)
     if not relevant:
         st.success("No transaction is holding cleanup back and no session blocks this target.",
                    icon=":material/check_circle:")
         return
-    for c in relevant:
+    for i, c in enumerate(relevant):
         with st.container(border=True):
             icon = ":material/hourglass_top:" if c.kind == "snapshot" else ":material/block:"
             st.markdown(f"{icon} **{c.summary}**")
@@ -207,6 +228,7 @@ def _causes(causes: list[RootCause]) -> None:
                 st.code(str(text)[:2000], language="sql", wrap_lines=True)
             with st.expander("Everything the collector saw"):
                 st.json({k: v for k, v in d.items()}, expanded=True)
+            terminate_card.render(ctx, q, c, i)
 
 
 def _recommendations(recs: list[Recommendation]) -> None:

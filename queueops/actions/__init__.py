@@ -1,4 +1,4 @@
-"""Safe one-click remediation: requeue, rebuild, watermark-reset, archive.
+"""Safe one-click remediation: requeue, rebuild, watermark-reset, archive, terminate.
 
 One layer for the CLI (``queueops act``) and the console::
 
@@ -19,12 +19,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-ACTIONS = ("requeue", "rebuild", "watermark-reset", "archive")
+ACTIONS = ("requeue", "rebuild", "watermark-reset", "archive", "terminate")
 
 _LAZY = {
     "plan": "queueops.actions.core", "execute": "queueops.actions.core", "MAX_PLAN_AGE_S": "queueops.actions.core",
     "OPTIONS": "queueops.actions.model", "ActionError": "queueops.actions.model", "Conflict": "queueops.actions.model",
-    "Interrupted": "queueops.actions.model", "Plan": "queueops.actions.model", "Preview": "queueops.actions.model",
+    "Interrupted": "queueops.actions.model", "Refused": "queueops.actions.model",
+    "Plan": "queueops.actions.model", "Preview": "queueops.actions.model",
     "Progress": "queueops.actions.model", "ProgressCallback": "queueops.actions.model",
     "Result": "queueops.actions.model",
     "audit_entries": ("queueops.actions.audit", "entries"), "audit_entry": ("queueops.actions.audit", "entry"),

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 
 from queueops import roles, secrets
-from queueops.actions import archive, audit, rebuild, requeue, watermark
+from queueops.actions import archive, audit, rebuild, requeue, terminate, watermark
 from queueops.actions.context import PlanContext, Runner, audit_committer
 from queueops.actions.model import (
     ACTIONS,
@@ -28,6 +28,7 @@ from queueops.actions.model import (
     Interrupted,
     Plan,
     ProgressCallback,
+    Refused,
     Result,
 )
 from queueops.actions.session import Session, connection_lost, open_session
@@ -39,6 +40,7 @@ MODULES: dict[str, ModuleType] = {
     "rebuild": rebuild,
     "watermark-reset": watermark,
     "archive": archive,
+    "terminate": terminate,
 }
 # A preview older than this is not executed: what it showed may no longer be what would run.
 MAX_PLAN_AGE_S = 900.0
@@ -80,6 +82,9 @@ def plan(cfg: Config, action: str, queue: str, options: dict[str, Any] | None = 
         session.close()
 
 
+NOTHING_TO_DO = "nothing to do: the preview found nothing to change; not run, no audit record"
+
+
 def _result(plan: Plan, actor: roles.Actor, outcome: str, rows: int | None, error: str, audit_id: int | None,
             started: datetime, out_rows: list[dict[str, Any]] | None = None) -> Result:
     return Result(action=plan.action, queue=plan.queue.name, target=plan.target.name, outcome=outcome,  # type: ignore[arg-type]
@@ -114,6 +119,11 @@ def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Ac
             reason = f"the preview is {plan.age_s:.0f} s old (limit {max_plan_age_s:.0f} s): preview again"
             rid = audit.refuse(store, actor, plan, reason)
             return _result(plan, actor, "refused", 0, reason, rid, started)
+        if plan.nothing_to_do:
+            # The confirmed preview changes nothing: nothing runs, so there is no audit record (the
+            # log records what was done to a queue) and no progress. A row that qualifies only
+            # after the preview was not confirmed by anyone: preview again to act on it.
+            return _result(plan, actor, "ok", 0, NOTHING_TO_DO, None, started)
         rid = audit.begin(store, actor, plan, journal)
     except Exception as exc:  # noqa: BLE001 - the store is unavailable: an action never runs unaudited
         reason = (f"not run: the audit log in the store cannot be written ({type(exc).__name__}: "
@@ -131,6 +141,8 @@ def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Ac
         out_rows = MODULES[plan.action].run(plan, runner)
     except Conflict as exc:
         outcome, error = "failed", f"conflict: {exc}"
+    except Refused as exc:
+        outcome, error = "refused", f"refused: {exc}; nothing was changed"
     except (KeyboardInterrupt, Interrupted):
         outcome, error = "interrupted", ("stopped by the operator (Ctrl-C / SIGTERM): the running statement was "
                                          "cancelled and rolled back; committed batches stay done")

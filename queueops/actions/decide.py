@@ -253,3 +253,68 @@ def layout_problem(source: Sequence[tuple[str, str]], archive: Sequence[tuple[st
 def _base_type(t: str) -> str:
     # Strict (same type, same length/precision): a narrower archive column would fail or truncate.
     return re.sub(r"\s+", " ", t.strip().lower())
+
+
+# ---------------------------------------------------------------------------------------------
+# terminate: which session may be ended
+
+
+# Application names of queueops' own sessions (collectors, actions, console checks): never ended
+# by queueops. The lab's workload ('queueops-lab-*') plays the application and is not one of them.
+QUEUEOPS_APPLICATIONS = ("queueops-action-", "queueops-collect", "queueops-console", "queueops-check")
+
+
+def terminate_refusal(session: dict | None, *, own_session_id: int | None,
+                      deny_logins: Sequence[str] = ()) -> str | None:
+    """Why ``session`` (a row of ``actions/terminate.sql``: session_id, login, application,
+    user_process, process_type) must never be ended, or None.
+
+    Checked at preview and again at execution: the queueops session itself (the one running the
+    action, or any collector / action / console session of queueops), a system or background
+    process (PostgreSQL ``backend_type`` other than ``client backend``; SQL Server
+    ``is_user_process = 0``), a login on the configured deny list.
+    """
+    if not session:
+        return "the session no longer exists"
+    sid = session.get("session_id")
+    if own_session_id is not None and sid == own_session_id:
+        return f"session {sid} is the queueops session running this action"
+    app = str(session.get("application") or "")
+    if app.startswith(QUEUEOPS_APPLICATIONS):
+        return f"session {sid} belongs to queueops itself (application {app!r}): never ended by queueops"
+    if not session.get("user_process"):
+        kind = session.get("process_type") or "system process"
+        return f"session {sid} is a system or background process ({kind}): never ended by queueops"
+    login = str(session.get("login") or "")
+    denied = {d.casefold() for d in deny_logins}
+    if login.casefold() in denied:
+        return f"session {sid} runs as login {login!r}, which is on the deny list ([actions] terminate_deny_logins)"
+    return None
+
+
+def terminate_changed(observed: dict, now: dict | None) -> str | None:
+    """Why the session ``now`` is not the one the preview showed (``observed``), or None.
+
+    Same session id, same session start (a reused id is another session) and same transaction
+    (start time, and on SQL Server its id): a new transaction is not the one that held the
+    snapshot or the lock."""
+    sid = observed.get("session_id")
+    if not now or now.get("session_id") != sid:
+        return f"session {sid} has ended since the preview"
+    if now.get("session_start") != observed.get("session_start"):
+        return f"session id {sid} now belongs to another session (started {now.get('session_start')})"
+    if "xact_id" in observed and now.get("xact_id") != observed.get("xact_id"):
+        return (f"session {sid} is in another transaction now (id {now.get('xact_id')}, the preview's "
+                f"{observed.get('xact_id')})")
+    if now.get("xact_start") != observed.get("xact_start"):
+        return (f"session {sid} is in another transaction now (started {now.get('xact_start')}, the preview's "
+                f"started {observed.get('xact_start')})")
+    return None
+
+
+def pick_cause(candidates: Sequence[dict], session_id: int | None = None) -> dict | None:
+    """The root cause to end: the named session if it is one, else the first candidate (blockers of
+    the queue's table come first, most sessions blocked first, then the oldest snapshot holder)."""
+    if session_id is not None:
+        return next((c for c in candidates if c.get("session_id") == session_id), None)
+    return candidates[0] if candidates else None

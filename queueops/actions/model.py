@@ -39,6 +39,11 @@ class Conflict(RuntimeError):
     (e.g. the watermark no longer holds the observed value); nothing was written."""
 
 
+class Refused(RuntimeError):
+    """A guard refused the execution after the audit record was written (e.g. terminate: the
+    session is no longer the one the preview showed); nothing was changed. Outcome ``refused``."""
+
+
 class Interrupted(BaseException):  # noqa: N818 - reads as an event, like KeyboardInterrupt
     """The action's process was asked to stop (SIGTERM); handled like Ctrl-C."""
 
@@ -85,6 +90,14 @@ class RebuildOptions(_Options):
     wait_minutes: int = Field(default=1, ge=1, le=60, description="SQL Server: WAIT_AT_LOW_PRIORITY MAX_DURATION")
     max_duration_minutes: int = Field(default=60, ge=1, le=10080, description="bound of each index statement")
     lock_retries: int = Field(default=3, ge=0, le=20, description="retries of a statement that hit the lock timeout")
+    vacuum_only: bool = Field(default=False, description="PostgreSQL: only VACUUM (ANALYZE) the table, no index work")
+
+
+class TerminateOptions(_Options):
+    session: int | None = Field(default=None, gt=0, description="end this session (it must be a root cause)")
+    cancel_only: bool = Field(default=False, description="PostgreSQL: cancel the running statement, keep the session")
+    min_age_s: float | None = Field(default=None, ge=0, description="a snapshot holder counts from this transaction "
+                                    "age (default: the queue's oldest_snapshot_age_s warn threshold, else 30 s)")
 
 
 OPTIONS: dict[str, type[_Options]] = {
@@ -92,6 +105,7 @@ OPTIONS: dict[str, type[_Options]] = {
     "archive": ArchiveOptions,
     "watermark-reset": WatermarkOptions,
     "rebuild": RebuildOptions,
+    "terminate": TerminateOptions,
 }
 
 
@@ -128,6 +142,12 @@ def dumps(value: Any) -> str:
 # Plan and preview
 
 
+def shown_sql(sql: str, dialect: str) -> str:
+    """A statement as the server receives it: psycopg's paramstyle doubles every literal '%' (a
+    quoted name ``"x%y"`` is sent to psycopg as ``"x%%y"``); the preview promises the exact SQL."""
+    return sql.replace("%%", "%") if dialect == "postgresql" else sql
+
+
 @dataclass(frozen=True)
 class Step:
     """One statement as it will run (``repeat``: once per batch until nothing is left)."""
@@ -160,11 +180,12 @@ class Preview:
 
     @property
     def sql(self) -> str:
-        """Every distinct statement, in order, as one script."""
+        """Every distinct statement, in order, as one script, exactly as the server receives it."""
         seen: list[str] = []
         for s in self.steps:
-            if s.statement.sql not in seen:
-                seen.append(s.statement.sql)
+            text = shown_sql(s.statement.sql, self.dialect)
+            if text not in seen:
+                seen.append(text)
         return ";\n".join(seen)
 
     @property
@@ -179,7 +200,7 @@ class Preview:
             "dialect": self.dialect, "summary": self.summary, "sql": self.sql, "params": self.params,
             "rows": jsonable(self.rows), "row_count": self.row_count, "warnings": self.warnings,
             "destructive": self.destructive, "details": jsonable(self.details),
-            "statements": [s.to_json() for s in self.steps],
+            "statements": [{**s.to_json(), "sql": shown_sql(s.statement.sql, self.dialect)} for s in self.steps],
         }
 
 

@@ -42,12 +42,16 @@ _FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "wait_minutes": ("wait_minutes", ("rebuild",)),
     "max_duration_minutes": ("max_duration_minutes", ("rebuild",)),
     "lock_retries": ("lock_retries", ("rebuild",)),
+    "vacuum_only": ("vacuum_only", ("rebuild",)),
+    "session": ("session", ("terminate",)),
+    "cancel_only": ("cancel_only", ("terminate",)),
+    "min_age_s": ("min_age_s", ("terminate",)),
 }
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "act", help="preview and run a remediation action (requeue, rebuild, watermark-reset, archive)",
+        "act", help="preview and run a remediation action (requeue, rebuild, watermark-reset, archive, terminate)",
         description="Preview an action (exact SQL, parameters, rows or indexes it touches), then run it after "
                     "confirmation (--yes), with progress on stderr and an audit record in the store.",
         epilog="examples:\n"
@@ -55,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  queueops act requeue --queue lease --max-items 1000 --yes\n"
                "  queueops act watermark-reset --queue delete --yes --json\n"
                "  queueops act rebuild --queue status --yes\n"
-               "  queueops act archive --queue status --older-than-s 3600 --pause-s 0.2 --yes\n",
+               "  queueops act archive --queue status --older-than-s 3600 --pause-s 0.2 --yes\n"
+               "  queueops act terminate --queue delete --dry-run --json\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=actions.ACTIONS, metavar="ACTION", help=", ".join(actions.ACTIONS))
     p.add_argument("--queue", required=True, metavar="NAME")
@@ -88,6 +93,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--wait-minutes", type=int, metavar="N", help="SQL Server: WAIT_AT_LOW_PRIORITY MAX_DURATION")
     r.add_argument("--max-duration-minutes", type=int, metavar="N", help="bound of each index statement")
     r.add_argument("--lock-retries", type=int, metavar="N", help="retries after a lock timeout (default 3)")
+    r.add_argument("--vacuum-only", action="store_true", default=None,
+                   help="PostgreSQL: only VACUUM (ANALYZE) the table (e.g. after terminate released a snapshot)")
+    t = p.add_argument_group("terminate")
+    t.add_argument("--session", type=int, metavar="ID", help="end this session (it must be a root cause of the queue)")
+    t.add_argument("--cancel-only", action="store_true", default=None,
+                   help="PostgreSQL: cancel the running statement instead of ending the session")
+    t.add_argument("--min-age-s", type=float, metavar="S",
+                   help="a snapshot holder counts from this transaction age (default: the queue's "
+                        "oldest_snapshot_age_s warn threshold, else 30)")
     p.set_defaults(func=_act, parser=p)
 
 

@@ -35,6 +35,7 @@ from queueops import children, secrets
 from queueops.alerts.evaluate import Transition
 from queueops.alerts.manager import AlertManager
 from queueops.alerts.rules import Rule, RuleError, effective_rules
+from queueops.autopilot.runner import Autopilot
 from queueops.config import Config
 from queueops.lake.export import export_hours
 from queueops.rows import utcnow
@@ -43,7 +44,9 @@ from queueops.service.health import Health
 from queueops.service.http import MetricsServer
 from queueops.service.job import CollectJob
 from queueops.service.metrics import ServiceMetrics
+from queueops.service.outage import TargetOutage
 from queueops.service.plan import JobPlan, PlanError, plan_jobs
+from queueops.service.runs import ServiceRuns
 from queueops.store import open_engine
 from queueops.store.db import ensure_schema
 from queueops.store.retention import prune
@@ -100,7 +103,12 @@ class Service:
         self.alerts = AlertManager(rules, self.engine, webhook_url=cfg.alerts.webhook_url,
                                    webhook_timeout_s=cfg.alerts.webhook_timeout_s, log_lines=cfg.alerts.log,
                                    on_transition=self._on_transition, on_delivery=self._on_delivery)
-        self.jobs = [CollectJob(cfg, p, self._on_cycle) for p in self.plans]
+        # One outage account per target, shared by its jobs: an outage is told once per target.
+        outages = {t.name: TargetOutage(t.name) for t in cfg.targets}
+        # Off unless a policy is in propose or act mode (docs/actions.md, Autopilot).
+        self.autopilot = Autopilot(cfg, self.engine) if any(p.mode != "off" for p in cfg.autopilot) else None
+        self.jobs = [CollectJob(cfg, p, self._on_cycle, outages[p.target]) for p in self.plans]
+        self.runs = ServiceRuns(self.engine, [t.name for t in cfg.targets])
         for j in self.jobs:
             self.health.register(j.id, j.plan.target, j.plan.interval_s)
         self.lake = lake
@@ -120,6 +128,7 @@ class Service:
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
+        self._record_start()
         now = datetime.now(UTC)
         for j in self.jobs:
             self.scheduler.add_job(j, IntervalTrigger(seconds=j.plan.interval_s, timezone=UTC), id=j.id,
@@ -149,9 +158,17 @@ class Service:
         self.scheduler.shutdown(wait=True)
         for j in self.jobs:
             j.close()
+        if self.autopilot is not None:
+            self.autopilot.close()
         self.alerts.close()
         rep = self.writer.flush()
         self.metrics.observe_store(rep.buffered, rep.bound, rep.dropped_total, rep.ok)
+        if not rep.buffered:  # with rows still unwritten the stop is not clean: the next start says so
+            try:
+                self.runs.stop()
+            except Exception as exc:  # noqa: BLE001 - the next start reports a gap instead
+                log.warning("the clean stop could not be recorded (%s); the next start reports a gap",
+                            secrets.mask(str(exc)))
         if self.http is not None:
             self.http.close()
         if self.pipeline is not None:
@@ -164,8 +181,17 @@ class Service:
         return summary
 
     # -- callbacks --------------------------------------------------------------------------
+    def _record_start(self) -> None:
+        """This run's start in the store, and a status row over the gap an unclean stop left."""
+        try:
+            self.runs.start()
+        except Exception as exc:  # noqa: BLE001 - collecting matters more than the record of it
+            log.warning("the service's start could not be recorded in the store (%s): a gap left by an "
+                        "unclean stop before it is not recorded", secrets.mask(str(exc)))
+
     def _on_cycle(self, job: CollectJob, result: runner.CycleResult) -> None:
-        rep = self.writer.write(result.rows, result.status)
+        # The target's outage rows (down / up again), if this cycle opened or closed one, go with it.
+        rep = self.writer.write(result.rows, [*result.status, *job.events])
         self.metrics.observe_store(rep.buffered, rep.bound, rep.dropped_total, rep.ok)
         self.metrics.observe_cycle(result.status)
         ok = any(s.ok for s in result.status)
@@ -176,6 +202,8 @@ class Service:
             self.metrics.last_success.labels(job.plan.target).set(time.time())
         self.metrics.snapshots.update(result.rows, ttl_s=3 * job.plan.interval_s)
         self.alerts.on_cycle(result.rows)
+        if self.autopilot is not None:
+            self.autopilot.on_cycle(job.plan.target, result.rows)
         with self._stats_lock:
             self.stats["cycles"] += 1
             self.stats["rows"] += len(result.rows)

@@ -125,6 +125,10 @@ def test_bad_requests_are_clear_errors(acts, capsys) -> None:  # noqa: ANN001
 def test_audit_filters_and_masking(acts, capsys) -> None:  # noqa: ANN001
     _stuck(acts, 10)
     assert _main(acts, capsys, "act", "requeue", "--queue", "lease", "--yes")[0] == 0
+    # A watermark above pending items: the reset has something to do (one with nothing to do runs
+    # nothing and leaves no audit record).
+    acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 5)")
+    acts.sql("UPDATE @wm SET low_key = (SELECT max(id) + 1 FROM @del)")
     assert _main(acts, capsys, "act", "watermark-reset", "--queue", "delete", "--yes")[0] == 0
     rc, out, _ = _main(acts, capsys, "audit", "--json", "--action", "watermark-reset", "--since", "10m")
     recs = [json.loads(line) for line in out.splitlines()]
