@@ -24,7 +24,7 @@ from collectors.counters import CounterRates
 from collectors.registry import COLLECTORS, Collector
 from queueops import coltypes, engine, sqlfiles
 from queueops.config import Config, Queue, Target
-from queueops.fragments import fragments_for, qualified_name, schema_of
+from queueops.fragments import fragments_for, qualified_name, schema_of, side_time_fragments
 from queueops.rows import SnapshotRow, StatusRow, utcnow
 
 # Exact counts are bounded: below the cap a count is exact (an index-only scan of at most `cap`
@@ -106,7 +106,8 @@ def queue_fragments(queue: Queue, dialect: str, types: Types | None = None) -> d
     """The queue's fragments plus the catalog's (``{status_type}``), minus the columns whose real
     type cannot work (a non-timestamp time column, a watermark on a non-integer key): the blocks
     that need them do not apply, and :func:`mapping_errors` says why."""
-    frags = {**fragments_for(queue, dialect), **coltypes.queue_fragments(queue, types or {}, dialect)}
+    frags = {**fragments_for(queue, dialect), **side_time_fragments(queue, dialect),
+             **coltypes.queue_fragments(queue, types or {}, dialect)}
     for problem in coltypes.problems(queue, types or {}, dialect):
         for frag in problem.drops:
             frags.pop(frag, None)
@@ -117,12 +118,15 @@ def _render_queue(sqlf: sqlfiles.SqlFile, queue: Queue, dialect: str,
                   types: Types | None = None) -> sqlfiles.Statement | None:
     """The block for this queue: its kind's, else ``<kind>_basic``, else ``any``; None if none applies.
 
-    A queue whose ``order`` is ``heap`` (the key says nothing about age) first tries ``<kind>_heap``.
+    A queue whose ``order`` is ``heap`` (the key says nothing about age) first tries ``<kind>_heap``;
+    one whose times live in a side table (``times_from``) tries ``<kind>_side``.
     """
     frags = queue_fragments(queue, dialect, types)
     values = queue_values(queue, dialect, types)
     heap = (f"{queue.kind}_heap",) if queue.order == "heap" else ()
-    for block in (*heap, queue.kind, f"{queue.kind}_basic", "any"):
+    # Times read from a side table (times_from): a block that orders by key rather than by time.
+    side = (f"{queue.kind}_side",) if queue.times_from is not None and not queue.enqueued_at else ()
+    for block in (*heap, *side, queue.kind, f"{queue.kind}_basic", "any"):
         if not sqlf.has_block(block):
             continue
         try:

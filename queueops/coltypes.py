@@ -87,6 +87,12 @@ def mapped_columns(q: Queue) -> list[tuple[str, str | None, str, str]]:
         out.append(("data_key", q.schema_, q.data_table, q.data_key))  # type: ignore[attr-defined]
     if q.watermark:
         out.append(("watermark.column", q.watermark.schema_ or q.schema_, q.watermark.table, q.watermark.column))
+    if q.times_from:
+        side = q.times_from
+        out += [("times_from.key", side.schema_ or q.schema_, side.table, side.key),
+                ("times_from.column", side.schema_ or q.schema_, side.table, side.column)]
+        if side.ref:
+            out.append(("times_from.ref", q.schema_, q.table, side.ref))
     return out
 
 
@@ -164,6 +170,13 @@ def problems(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -
             out.append(TypeProblem(q.name, field, value, f"is {ctype.type_text}, not a timestamp type "
                                    f"({TIMESTAMP_TYPES}): {costs} not collected for this queue",
                                    drops=(frag,), fix=f"map {field} to a timestamp column, or leave it out"))
+    side = type_of(q, "times_from.column", types, dialect) if q.times_from else None
+    if q.times_from and side is not None and side.category != "timestamp":
+        drops = tuple(f for f, own in (("enqueued_at", q.enqueued_at), ("status_changed_at", q.status_changed_at))
+                      if not own)
+        out.append(TypeProblem(q.name, "times_from.column", q.times_from.column, f"is {side.type_text}, not a "
+                               f"timestamp type ({TIMESTAMP_TYPES}): the times it should give are not collected",
+                               drops=drops, fix="name the side table's timestamp column"))
     status = type_of(q, "status_column", types, dialect) if q.status_column else None
     if status is not None:
         for field in STATUS_VALUE_FIELDS:

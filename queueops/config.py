@@ -83,6 +83,22 @@ class Watermark(_Model):
     buffer: int = Field(default=0, ge=0)
 
 
+class TimesFrom(_Model):
+    """A side table that holds an item's times when the queue row does not (procrastinate keeps them
+    in ``procrastinate_events``, Hangfire's ``JobQueue`` in ``Job.CreatedAt``).
+
+    The collectors read the item's enqueue time as the earliest ``column`` of its side rows and its
+    last status change as the latest one, through a correlated subquery on ``key = <queue>.ref``
+    (``ref`` defaults to the queue's key), which an index on ``key`` answers with a seek per item.
+    """
+
+    schema_: Ident | None = Field(default=None, alias="schema")
+    table: Ident
+    key: Ident
+    column: Ident
+    ref: Ident | None = None
+
+
 class Target(_Model):
     name: Ident
     dialect: Literal["postgresql", "mssql"]
@@ -142,6 +158,8 @@ class Queue(_Model):
     capacity: int | None = Field(default=None, gt=0)
     # any kind
     watermark: Watermark | None = None
+    # Times kept in another table: enqueued_at / status_changed_at left empty are read from it.
+    times_from: TimesFrom | None = None
     lease_timeout_s: float = Field(default=300, gt=0)
     thresholds: dict[str, Threshold] = Field(default_factory=dict)
 
@@ -156,6 +174,11 @@ class Queue(_Model):
         missing = [f for f in required if getattr(self, f) is None]
         if missing:
             raise ValueError(f"kind {self.kind!r} needs {', '.join(missing)}")
+        if self.times_from is not None:
+            if self.kind == "ring":
+                raise ValueError("times_from does not apply to a ring (its slots hold their own times)")
+            if self.times_from.table == self.table and (self.times_from.schema_ or self.schema_) == self.schema_:
+                raise ValueError("times_from.table must be another table than the queue's own")
         if self.data_table and not self.data_key:
             raise ValueError(f"data_table {self.data_table!r} needs data_key: the payload table's column that "
                              "holds the queue's key (archive deletes payload rows only through it)")

@@ -7,6 +7,7 @@ so a block that needs it reports "not applicable" instead of running with a gues
 
 from __future__ import annotations
 
+from queueops import sqlfiles
 from queueops.config import Queue
 from queueops.identifiers import quote_ident, quote_table
 
@@ -60,6 +61,36 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
         frags["wm_table"] = quote_table(wm.schema_ or schema, wm.table, dialect)
         frags["wm_column"] = quote_ident(wm.column, dialect)
     return frags
+
+
+def side_time_fragments(queue: Queue, dialect: str) -> dict[str, str]:
+    """``{enqueued_at}`` / ``{status_changed_at}`` read from ``times_from`` where the row has no such column.
+
+    For the collectors' reads only (an action that sets a time needs a real column). Each is the
+    correlated subquery of ``sql/<dialect>/fragments/side_time.sql``: the earliest side time is the
+    enqueue time, the latest the last status change (procrastinate: 'deferred' first, 'started'
+    last for a running job; the rule of its own select_stalled_jobs_by_started).
+    """
+    side = queue.times_from
+    if side is None:
+        return {}
+    names = {"side_table": quote_table(side.schema_ or schema_of(queue, dialect), side.table, dialect),
+             "side_key": quote_ident(side.key, dialect), "side_column": quote_ident(side.column, dialect),
+             "outer_ref": f"{quote_ident(queue.table, dialect)}.{quote_ident(side.ref or queue.key, dialect)}"}
+    sqlf = sqlfiles.load(dialect, "fragments/side_time")
+
+    def text(block: str) -> str:
+        # A fragment is inlined into another statement's render, which escapes '%' for psycopg
+        # itself: undo this render's escaping (the block binds no value) so it is not done twice.
+        sql = sqlf.render(block, names).sql.strip()
+        return sql.replace("%%", "%") if sqlfiles.PARAMSTYLE[dialect] == "pyformat" else sql
+
+    out: dict[str, str] = {}
+    if not queue.enqueued_at:
+        out["enqueued_at"] = text("first")
+    if not queue.status_changed_at and queue.kind == "status":
+        out["status_changed_at"] = text("last")
+    return out
 
 
 def qualified_name(queue: Queue, dialect: str) -> str:

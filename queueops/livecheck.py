@@ -71,20 +71,27 @@ def _tables(q: Queue) -> list[tuple[str, str | None, str]]:
         out.append(("data_table", q.schema_, q.data_table))
     if q.watermark:
         out.append(("watermark.table", q.watermark.schema_ or q.schema_, q.watermark.table))
+    if q.times_from:
+        out.append(("times_from.table", q.times_from.schema_ or q.schema_, q.times_from.table))
     return out
 
 
 def coverage(q: Queue) -> list[Finding]:
     """Metrics this mapping cannot produce, and why (a silent hole is worse than a warning)."""
     out = []
-    if not q.enqueued_at and q.kind in ("delete", "status", "lease", "ring"):
+    if not q.enqueued_at and not q.times_from and q.kind in ("delete", "status", "lease", "ring"):
         out.append(Finding("warning", q.name, "enqueued_at", "", "no enqueue-time column: oldest_age_s is not "
                            "collected, so its thresholds never fire", "map enqueued_at to the column that holds "
                            "when an item was enqueued"))
-    if q.kind == "status" and not q.status_changed_at:
+    if q.kind == "status" and not q.status_changed_at and not q.times_from:
         out.append(Finding("warning", q.name, "status_changed_at", "", "no status-change time: stuck_leases and "
                            "oldest_lease_age_s are not collected and requeue cannot run",
                            "map status_changed_at to the column set when the status changes"))
+    elif q.kind == "status" and not q.status_changed_at:
+        out.append(Finding("warning", q.name, "status_changed_at", "", "the status-change time is read from "
+                           f"times_from ({q.times_from.table if q.times_from else ''}): stuck_leases is collected, "
+                           "but requeue cannot run (it must reset a time on the row itself)",
+                           "use the library's own rescue, or map a status-change column of the row"))
     if q.kind == "lease" and not q.error_column:
         out.append(Finding("warning", q.name, "error_column", "", "no error column: an item that failed and kept "
                            "its lease counts as a stuck lease", "map error_column if failed items stay leased"))

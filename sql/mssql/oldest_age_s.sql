@@ -31,6 +31,15 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
                                                 WHERE {lease} IS NULL ORDER BY {enqueued_at}, {key}),
                                   SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
        '' AS note
+-- @block lease_side
+-- The enqueue time lives in the queue's times_from side table (Hangfire: Job.CreatedAt through
+-- JobId): the oldest free item is the lowest key (an identity), so the side table is read once
+-- for that item instead of once per free item to sort them all by time.
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {enqueued_at} FROM {table}
+                                                WHERE {lease} IS NULL ORDER BY {key}),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       'enqueue time from the side table, oldest by key' AS note
 -- @block due
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {due} FROM {table}

@@ -1,7 +1,7 @@
 -- stuck_leases: leased (lease kind) or processing (status kind) items whose lease is older than
 -- the queue's lease_timeout_s, plus oldest_lease_age_s and missing_index.
 -- lease kind: the count needs an index that leads with the lease column and holds the leased
--- rows (the usual partial index WHERE lease IS NULL cannot answer it: pg-lab-findings.md). The
+-- rows (the usual partial index WHERE lease IS NULL cannot answer it: it holds only the free rows). The
 -- block looks for one in pg_index first; without it, a table above :small_pages pages is NOT
 -- scanned: stuck_leases is NULL, missing_index is 1 and its note holds the CREATE INDEX to run
 -- (on a view, which cannot be indexed, the note says to index its base table).
@@ -9,6 +9,7 @@
 -- lease order (an ordered index-only read that stops at the cap) rather than with a range
 -- condition the planner might answer with a bitmap scan of every match.
 -- status kind: processing items whose status_changed_at is older than the timeout, read through
+-- (status_changed_at may be a correlated read of the queue's times_from side table: procrastinate)
 -- an index that leads with the status column (same rule). Counts are bounded by :cap.
 -- The index lookups run once for every queue of the target (block 'prelude', a WITH clause the
 -- runner puts before the per-queue blocks).
@@ -98,8 +99,8 @@ CROSS JOIN LATERAL (
                      ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) END AS n,
            CASE WHEN ix.indexed OR ix.small THEN
                 (SELECT min(x.oldest) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-                 CROSS JOIN LATERAL (SELECT min(p.{status_changed_at}) AS oldest FROM (
-                     SELECT {status_changed_at} FROM {table} WHERE {status} = u.s
+                 CROSS JOIN LATERAL (SELECT min(p.changed) AS oldest FROM (
+                     SELECT {status_changed_at} AS changed FROM {table} WHERE {status} = u.s
                      ORDER BY {status}, {key} LIMIT :cap) AS p) AS x) END AS oldest
     OFFSET 0
 ) AS s

@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS lab.q_lease (
     payload               text NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS q_lease_pop ON lab.q_lease (created_at, id) WHERE processing_started_at IS NULL;
--- Lets "stuck leases" be an index-only scan instead of a full scan (pg-lab-findings.md).
+-- Lets "stuck leases" be an index-only scan instead of a full scan (the partial index WHERE lease IS NULL holds only free rows).
 CREATE INDEX IF NOT EXISTS q_lease_leased ON lab.q_lease (processing_started_at) WHERE processing_started_at IS NOT NULL;
 
 -- due: items carry a due time; a dequeue deletes rows whose due time has passed.

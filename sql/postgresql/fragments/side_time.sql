@@ -1,0 +1,9 @@
+-- side_time: an item's time read from the queue's times_from side table, for the collectors'
+-- reads of {enqueued_at} / {status_changed_at} when the queue row has no such column
+-- (procrastinate keeps its times in procrastinate_events). A correlated subquery, inlined where the
+-- blocks read the time: one index seek on the side table's key per item read. {outer_ref} is the
+-- queue table's bare name and the linking column (an un-aliased FROM schema.table exposes it).
+-- @block first
+(SELECT min(qo_side.{side_column}) FROM {side_table} AS qo_side WHERE qo_side.{side_key} = {outer_ref})
+-- @block last
+(SELECT max(qo_side.{side_column}) FROM {side_table} AS qo_side WHERE qo_side.{side_key} = {outer_ref})
