@@ -85,6 +85,8 @@ class Autopilot:
 
     def _judge(self, p: AutopilotPolicy, target: str, rows: list[SnapshotRow]) -> None:
         cond = p.condition
+        if not any(r.metric == cond.metric for r in rows):
+            return  # a cycle of another cadence (or a failed one): not a sample, the last verdict stands
         value = metric_value(p, target, rows)
         with self._lock:
             streak = step(cond, self._streak.get(p.key, 0), value)
