@@ -17,12 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from queueops import catalog
 from queueops.rows import SnapshotRow
 
-# sys.dm_os_performance_counters.cntr_type values that are instantaneous (a level, not a total):
-# 65792 PERF_COUNTER_LARGE_RAWCOUNT, 537003264 PERF_LARGE_RAW_FRACTION, 1073939712 its base
-# (reference §4). Any other type of a counter we store as "_total" is treated as cumulative.
-INSTANT_CNTR_TYPES = frozenset({65792, 537003264, 1073939712})
+# Instant cntr_type values (a level although the catalog says counter): see queueops.catalog.
+INSTANT_CNTR_TYPES = catalog.INSTANT_CNTR_TYPES
 
 
 @dataclass(frozen=True)
@@ -58,8 +57,11 @@ def rate(prev: Sample | None, cur: Sample) -> Rate:
 
 
 def is_cumulative(row: SnapshotRow) -> bool:
-    """Whether a stored row is a running total: named ``*_total`` and not an instant counter type."""
-    if not row.metric.endswith("_total") or row.value is None:
+    """Whether a stored row is a running total: a catalog ``counter`` and not an instant counter type.
+
+    The catalog decides, not the name: ``rows_total`` and ``lock_waiters_total`` are levels.
+    """
+    if row.value is None or not catalog.is_counter(row.metric):
         return False
     cntr_type = note_field(row.note, "cntr_type")
     return not (isinstance(cntr_type, (int, float)) and int(cntr_type) in INSTANT_CNTR_TYPES)
@@ -67,7 +69,7 @@ def is_cumulative(row: SnapshotRow) -> bool:
 
 def rate_metric(metric: str) -> str:
     """``lock_timeouts_total`` -> ``lock_timeouts_per_s``."""
-    return metric.removesuffix("_total") + "_per_s"
+    return catalog.rate_name(metric)
 
 
 def note_field(note: str, key: str) -> object:
@@ -81,8 +83,8 @@ def note_field(note: str, key: str) -> object:
     return data.get(key) if isinstance(data, dict) else None
 
 
-# Metrics that mark an epoch: when they change between two samples the totals restarted.
-EPOCH_METRICS = ("sqlserver_start_time", "stats_reset")
+# Metrics that mark an epoch (catalog kind ``epoch``): when they change the totals restarted.
+EPOCH_METRICS = catalog.names("epoch")
 
 
 @dataclass

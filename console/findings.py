@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from console.health import format_age, format_value, judge
+from console.health import format_age, format_value
 from queueops.config import Queue
+from queueops.judge import SNAPSHOT_WARN_S, metric_state, snapshot_state
 
 Severity = Literal["crit", "warn", "info"]
 ORDER = {"crit": 0, "warn": 1, "info": 2}
@@ -81,10 +82,10 @@ def classify(metric: str) -> Literal["snapshot", "blocker", "other"]:
 
 # Rows that repeat another row's details (same holder, other unit): not a second root cause.
 DUPLICATES = frozenset({"oldest_xmin_age_xids"})
-# A snapshot younger than this is ordinary work, not something holding cleanup back.
-SNAPSHOT_MIN_AGE_S = 30.0
-# ... and one this old is worth a recommendation even before the ghosts cross their threshold.
-LONG_SNAPSHOT_S = 120.0
+# A snapshot younger than the judge's old-snapshot level is ordinary work, not a root cause; one
+# past it is worth a recommendation even before the ghosts cross their threshold (the pipeline's
+# ghosts_held_by_snapshot rule uses the same levels).
+SNAPSHOT_MIN_AGE_S = SNAPSHOT_WARN_S
 
 
 def root_causes(rows: Sequence[tuple[str, float | None, Mapping[str, Any] | None]]) -> list[RootCause]:
@@ -128,10 +129,12 @@ class Recommendation:
     action: str | None = None  # the action the console offers for it (requeue, rebuild, ...)
 
 
-def _state(queue: Queue, metric: str, values: Mapping[str, float | None]) -> str:
+def _state(queue: Queue, metric: str, values: Mapping[str, float | None],
+           recent: Mapping[str, int] | None = None) -> str:
+    """The judge's verdict on one metric (guards and samples required included), as the Overview's."""
     v = values.get(metric)
     thr = queue.threshold(metric)
-    return "ok" if v is None or thr is None else judge(v, thr)
+    return "ok" if v is None or thr is None else metric_state(metric, values, thr, (recent or {}).get(metric))
 
 
 def _sev(state: str) -> Severity:
@@ -139,8 +142,9 @@ def _sev(state: str) -> Severity:
 
 
 def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
-              causes: Sequence[RootCause] = ()) -> list[Recommendation]:
-    """Every recommendation that applies to ``queue`` now, the most severe first."""
+              causes: Sequence[RootCause] = (), recent: Mapping[str, int] | None = None) -> list[Recommendation]:
+    """Every recommendation that applies to ``queue`` now, the most severe first (``recent``: see
+    :func:`console.health.queue_health`)."""
     recs: list[Recommendation] = []
     v = values.get
     mssql = dialect == "mssql"
@@ -150,10 +154,11 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
     blocker = next((c for c in causes if c.kind == "blocker"), None)
 
     stuck = v("stuck_leases")
-    if stuck and stuck > 0:
+    stuck_state = _state(queue, "stuck_leases", values, recent)
+    if stuck and stuck > 0 and stuck_state in ("warn", "crit"):
         oldest = v("oldest_lease_age_s")
         recs.append(Recommendation(
-            _sev(_state(queue, "stuck_leases", values)),
+            _sev(stuck_state),
             f"{format_value('stuck_leases', stuck)} stuck lease(s)",
             f"items leased longer than the lease timeout ({format_age(queue.lease_timeout_s)})"
             + (f"; the oldest for {format_age(oldest)}" if oldest is not None else ""),
@@ -201,9 +206,10 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
                 "23 s instead of 2 min 50 s, and linear instead of quadratic growth).",
                 "watermark-queue"))
 
-    if snapshot is not None and ghosts_state not in ("warn", "crit") and (snapshot.age_s or 0) >= LONG_SNAPSHOT_S:
+    snap_state = snapshot_state(snapshot.age_s) if snapshot is not None else "ok"
+    if snapshot is not None and ghosts_state not in ("warn", "crit") and snap_state in ("warn", "crit"):
         recs.append(Recommendation(
-            "warn", "A long transaction holds cleanup back",
+            _sev(snap_state), "A long transaction holds cleanup back",
             snapshot.summary,
             ("While it is open, the version store keeps every row version and ghost cleanup cannot "
              "remove them" if mssql else "While it is open, VACUUM cannot remove the dead tuples of any "

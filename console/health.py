@@ -1,12 +1,9 @@
-"""Health judgement: pure functions from metric values and thresholds to ok / warn / crit.
+"""Queue health for the console: the judge's verdicts (:mod:`queueops.judge`) per queue, ranked.
 
 Kept free of Streamlit and of any I/O so that the overview, the queue page, the benchmarks and the
 tests all judge a queue the same way. Thresholds come from :meth:`queueops.config.Queue.threshold`
-(per-queue overrides, else :data:`queueops.config.DEFAULT_THRESHOLDS`).
-
-``above`` thresholds fire at or above the level (one stuck lease with ``crit = 1`` is critical);
-``below`` thresholds fire strictly under it (``watermark_drift < 0`` means stranded items, while a
-drift of exactly 0 is healthy).
+(per-queue overrides, else :data:`queueops.config.DEFAULT_THRESHOLDS`); threshold semantics,
+guards and samples required are the judge's, shared with the alerts and the pipeline.
 """
 
 from __future__ import annotations
@@ -14,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
 
-from queueops.alerts.rules import GUARDS, OPS
-from queueops.config import Queue, Threshold
+from queueops import catalog
+from queueops.config import Queue
+from queueops.judge import State, judge, metric_state, samples_required, severity, streak
 
-State = Literal["ok", "warn", "crit", "unknown"]
+__all__ = ["State", "judge", "metric_state", "severity"]  # re-exported: the console's pages import them here
 
 # Worst first. "unknown" (target unreachable, no sample) ranks right after critical: a queue
 # nobody can see is the next most urgent thing at 3 a.m.
@@ -31,38 +28,26 @@ ICON: dict[str, str] = {"crit": ":material/error:", "unknown": ":material/help:"
                         "ok": ":material/check_circle:"}
 WORD: dict[str, str] = {"crit": "CRITICAL", "unknown": "UNKNOWN", "warn": "WARNING", "ok": "ok"}
 
-# The metrics the overview judges a queue on, in the order an on-call engineer reads them.
+# The metrics the overview judges a queue on first, in the order an on-call engineer reads them;
+# every other metric with a level (a catalog default or the queue's own threshold) follows.
 JUDGED = ("stuck_leases", "watermark_drift", "oldest_age_s", "depth", "ghost_records",
           "fragmentation_pct", "lock_waiters")
 
 
-def judge(value: float | None, threshold: Threshold | None) -> State:
-    """The state of one value against one threshold (``ok`` when the metric has no threshold)."""
-    if value is None:
-        return "unknown"
-    if threshold is None:
-        return "ok"
-    if threshold.direction == "below":
-        if threshold.crit is not None and value < threshold.crit:
-            return "crit"
-        if threshold.warn is not None and value < threshold.warn:
-            return "warn"
-        return "ok"
-    if threshold.crit is not None and value >= threshold.crit:
-        return "crit"
-    if threshold.warn is not None and value >= threshold.warn:
-        return "warn"
-    return "ok"
+def judged_metrics(queue: Queue) -> tuple[str, ...]:
+    """Every metric the queue is judged on: :data:`JUDGED`, then any other metric with a level."""
+    extra = [m for m in (*catalog.thresholds(), *sorted(queue.thresholds)) if m not in JUDGED]
+    return JUDGED + tuple(dict.fromkeys(extra))
 
 
-def severity(value: float, threshold: Threshold) -> float:
-    """How far past its nearest level a value is (1.0 = exactly at it); orders equals worst first."""
-    level = threshold.crit if threshold.crit is not None else threshold.warn
-    if level is None:
-        return 0.0
-    if threshold.direction == "below":
-        return float(level - value + 1)
-    return float(value) / level if level > 0 else float(value) + 1
+def streaks(rows: Iterable[tuple[str, str, str, float | None]], queue: Queue) -> dict[str, int]:
+    """Consecutive latest samples past the queue's level, per metric, from time-ordered
+    ``(target, queue, metric, value)`` rows (the console's own recent samples)."""
+    series: dict[str, list[float | None]] = {}
+    for target, name, metric, value in rows:
+        if target == queue.target and name == queue.name:
+            series.setdefault(metric, []).append(value)
+    return {m: streak(vals, queue.threshold(m)) for m, vals in series.items()}
 
 
 @dataclass(frozen=True)
@@ -91,44 +76,57 @@ class QueueHealth:
     score: float = 0.0
     values: Mapping[str, float | None] = field(default_factory=dict)
     error: str = ""  # why the queue could not be read although its target answered
+    recent: Mapping[str, int] = field(default_factory=dict)  # consecutive samples past the level
 
     @property
     def reason(self) -> str:
         return "; ".join([f.text() for f in self.reasons] + ([self.error] if self.error else []))
 
 
-def _guard_holds(metric: str, values: Mapping[str, float | None]) -> bool:
-    """The alert rules' guard (fragmentation counts only on an index the rebuild would act on)."""
-    guard = GUARDS.get(metric)
-    other = values.get(guard[0]) if guard else None
-    return guard is None or other is None or OPS[guard[1]](other, guard[2])
-
-
 def queue_health(queue: Queue, values: Mapping[str, float | None], reachable: bool = True,
-                 error: str = "") -> QueueHealth:
+                 error: str = "", recent: Mapping[str, int] | None = None) -> QueueHealth:
     """Judge one queue from its latest values: the worst metric wins, every breach is a reason.
+
+    The judge (:mod:`queueops.judge`) decides each metric: its guards (fragmentation only on an
+    index the rebuild would act on) and the consecutive samples it needs (``recent``: per metric,
+    how many latest samples were past the level, see :func:`streaks`; unknown means one).
 
     A queue whose target is unreachable, or that has no sample at all, is ``unknown``: the console
     cannot vouch for it, and it must not look green. ``error`` (a missing or unreadable table while
     the target answers) is shown as the reason, so the console never blames the target for it.
     """
     if not reachable or not any(values.get(m) is not None for m in ("depth", "oldest_age_s")):
-        return QueueHealth(queue.name, queue.target, "unknown", (), 0.0, dict(values), error)
+        return QueueHealth(queue.name, queue.target, "unknown", (), 0.0, dict(values), error, dict(recent or {}))
     reasons: list[Finding] = []
     score = 0.0
-    for metric in JUDGED:
+    order = judged_metrics(queue)
+    for metric in order:
         value = values.get(metric)
         thr = queue.threshold(metric)
-        if value is None or thr is None or not _guard_holds(metric, values):
+        if value is None or thr is None:
             continue
-        state = judge(value, thr)
+        state = metric_state(metric, values, thr, (recent or {}).get(metric))
         if state in ("warn", "crit"):
             level = thr.crit if state == "crit" else thr.warn
             reasons.append(Finding(metric, float(value), state, level, thr.direction))
             score = max(score, severity(float(value), thr))
-    reasons.sort(key=lambda f: (RANK[f.state], JUDGED.index(f.metric)))
+    reasons.sort(key=lambda f: (RANK[f.state], order.index(f.metric)))
     state: State = reasons[0].state if reasons else ("warn" if error else "ok")
-    return QueueHealth(queue.name, queue.target, state, tuple(reasons), score, dict(values), error)
+    return QueueHealth(queue.name, queue.target, state, tuple(reasons), score, dict(values), error,
+                       dict(recent or {}))
+
+
+def cell_state(queue: Queue, health: QueueHealth, metric: str) -> State:
+    """The colour of one metric's cell: the judge's verdict, exactly as in the queue's state."""
+    thr = queue.threshold(metric)
+    if health.values.get(metric) is None or thr is None:
+        return "ok"
+    return metric_state(metric, health.values, thr, health.recent.get(metric))
+
+
+def multi_sample_metrics() -> tuple[str, ...]:
+    """Metrics the judge needs several consecutive samples of (their recent history is read)."""
+    return tuple(m for m in catalog.names() if samples_required(m) > 1)
 
 
 def worst_first(items: Iterable[QueueHealth]) -> list[QueueHealth]:

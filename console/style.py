@@ -16,6 +16,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pandas as pd
 import plotly.graph_objects as go
 
+from queueops import catalog
+
 FONT = "Source Sans Pro, -apple-system, Segoe UI, Helvetica, Arial, sans-serif"
 INK = "#1c2128"
 MUTED = "#6e7781"
@@ -32,28 +34,12 @@ class MetricInfo:
     help: str = ""
 
 
+# Label, unit and help of every catalogued metric (sql/metrics.toml), plus the rates the
+# collectors derive from its counters (``lock_timeouts_per_s``).
 METRICS: dict[str, MetricInfo] = {
-    "depth": MetricInfo("Depth", "items", "items ready to dequeue now"),
-    "rows_total": MetricInfo("Rows in table", "rows"),
-    "oldest_age_s": MetricInfo("Oldest age", "s", "how long the oldest ready item has waited"),
-    "stuck_leases": MetricInfo("Stuck leases", "items", "leased items older than the lease timeout"),
-    "oldest_lease_age_s": MetricInfo("Oldest lease", "s"),
-    "ghost_records": MetricInfo("Ghosts / dead tuples", "rows",
-                                "rows deleted but not yet cleaned up (SQL Server ghosts, PostgreSQL dead tuples)"),
-    "version_ghost_records": MetricInfo("Version ghosts", "rows"),
-    "fragmentation_pct": MetricInfo("Fragmentation", "%", "index fragmentation / bloat estimate"),
-    "page_count": MetricInfo("Pages", "pages"),
-    "watermark_drift": MetricInfo("Watermark drift", "keys",
-                                  "lowest ready key − watermark; below 0 means stranded items"),
-    "lock_waiters": MetricInfo("Lock waiters", "sessions", "sessions waiting on a lock on the queue table"),
-    "lock_blockers": MetricInfo("Blocking lock holders", "sessions",
-                                "sessions holding a table lock that blocks every insert, update and delete"),
-    "lock_timeouts_per_s": MetricInfo("Lock timeouts", "/s"),
-    "lock_wait_max_s": MetricInfo("Longest lock wait", "s"),
-    "stranded_count": MetricInfo("Stranded items", "items", "ready items below the watermark: never dequeued"),
-    "dead_tuples": MetricInfo("Dead tuples", "rows"),
-    "occupancy_pct": MetricInfo("Ring occupancy", "%"),
-    "oldest_snapshot_age_s": MetricInfo("Oldest snapshot", "s"),
+    name: MetricInfo(m.label, m.unit, m.help)
+    for name in (*catalog.names(), *(catalog.rate_name(c) for c in catalog.names("counter")))
+    if (m := catalog.get(name)) is not None
 }
 
 

@@ -1,11 +1,14 @@
 """The metric names the pipeline's rules, counters and forecasts depend on -- in one place.
 
-The collectors own the names (``collectors/registry.py``, docs/metrics.md); the pipeline refers
+The metric catalog (``sql/metrics.toml``, :mod:`queueops.catalog`) owns the names and kinds; the
+counter, epoch and lock-timeout lists below are read from it. The pipeline refers
 to them only through these constants, so a rename is a one-line change here. Any other metric in
 the lake still flows through the rollups untouched.
 """
 
 from __future__ import annotations
+
+from queueops import catalog
 
 # The grouping of every rollup, finding and forecast row.
 KEYS = ["target", "database", "queue", "metric"]
@@ -30,15 +33,19 @@ LOCK_BLOCKERS = "lock_blockers"        # sessions holding a table lock that bloc
 # Per target (queue ''): the root cause behind ghosts that cleanup cannot remove.
 SNAPSHOT_AGE = ("oldest_snapshot_age_s",)
 
-# Cumulative counters are stored raw and named *_total; these *_total names are levels instead.
-NOT_COUNTERS = ("rows_total", "lock_waiters_total")
+# Cumulative counters (catalog kind "counter") are stored raw; other names ending in _total
+# (rows_total, lock_waiters_total) are levels. The catalog decides, as in collectors/counters.py.
+COUNTERS = catalog.names("counter")
 # A SQL Server counter whose note says one of these cntr_type values is an instant value too.
-INSTANT_CNTR_TYPES = (65792, 537003264, 1073939712)
+INSTANT_CNTR_TYPES = tuple(sorted(catalog.INSTANT_CNTR_TYPES))
 # Target-wide metrics whose change means the counters restarted (server restart, stats reset).
-EPOCHS = ("sqlserver_start_time", "stats_reset")
+EPOCHS = catalog.names("epoch")
 
-LOCK_TIMEOUTS = ("lock_timeouts_total", "lock_timeouts_gt0_total")  # SQL Server counters (deltas)
-LOCK_TIMEOUT_EVENTS = ("probe_lock_timeouts",)  # PostgreSQL: timeouts seen in each cycle (sums)
+# The lock-timeout burst rule's inputs: SQL Server counters (deltas) and PostgreSQL's timeouts
+# seen in each cycle (sums).
+LOCK_TIMEOUTS = tuple(n for n in COUNTERS if catalog.metrics()[n].finding == "lock_timeout_burst")
+LOCK_TIMEOUT_EVENTS = tuple(n for n, x in catalog.metrics().items()
+                            if x.finding == "lock_timeout_burst" and x.kind != "counter")
 
 # Metrics worth a time-to-threshold forecast (each needs an "above" threshold to cross).
 FORECAST = (DEPTH, *GHOSTS, FRAGMENTATION)
@@ -49,7 +56,6 @@ NOTE_METRICS = (*SNAPSHOT_AGE, FRAGMENTATION)
 
 
 def counter_sql(metric: str = "metric") -> str:
-    """SQL predicate: the row's metric is a cumulative counter."""
-    names = ", ".join(f"'{n}'" for n in NOT_COUNTERS)
-    return f"(endswith({metric}, '_total') AND {metric} NOT IN ({names}))"
-
+    """SQL predicate: the row's metric is a cumulative counter (per the catalog)."""
+    names = ", ".join(f"'{n}'" for n in COUNTERS)
+    return f"({metric} IN ({names}))"

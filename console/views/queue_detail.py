@@ -11,18 +11,17 @@ from plotly.subplots import make_subplots
 from console import chrome, context, gaps, style
 from console.data import LiveSample, parse_note
 from console.findings import Recommendation, RootCause, recommend, root_causes
-from console.health import ICON, LABEL, format_value, judge, queue_health
+from console.health import ICON, LABEL, QueueHealth, cell_state, format_value, queue_health, streaks
 from console.views import actions_panel, autopilot_panel, terminate_card
+from console.views.overview import recent_rows
+from queueops import catalog
 from queueops.config import Config, Queue
 
 WINDOWS: dict[str, timedelta] = {"15 min": timedelta(minutes=15), "1 h": timedelta(hours=1),
                                  "6 h": timedelta(hours=6), "24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
-# Charted when there is data for them, in this order.
-CHARTED = ("depth", "oldest_age_s", "stuck_leases", "oldest_lease_age_s", "watermark_drift", "stranded_count",
-           "ghost_records", "dead_tuples", "fragmentation_pct", "lock_waiters", "lock_wait_max_s",
-           "occupancy_pct", "rows_total")
-TILES = ("depth", "oldest_age_s", "stuck_leases", "ghost_records", "fragmentation_pct", "watermark_drift",
-         "lock_waiters", "occupancy_pct")
+# Charted when there is data for them, and the tiles: from the metric catalog (``chart`` / ``tile``).
+CHARTED = catalog.charted()
+TILES = catalog.tiles()
 BADGE = {"crit": "red", "warn": "orange", "ok": "green", "unknown": "gray"}
 SEV_ICON = {"crit": ":material/error:", "warn": ":material/warning:", "info": ":material/lightbulb:"}
 MAX_POINTS = 600  # per series; longer windows are bucketed (max per bucket: peaks stay visible)
@@ -86,7 +85,8 @@ def render() -> None:
     sample = ctx.sampler.sample()
     values = sample.values().get((q.target, q.name), {})
     health = queue_health(q, values, reachable=q.target not in sample.unreachable(),
-                          error=sample.queue_errors().get((q.target, q.name), ""))
+                          error=sample.queue_errors().get((q.target, q.name), ""),
+                          recent=streaks(recent_rows(ctx.sampler), q))
     chrome.title(ctx, f"Queue {q.name}")
     row = st.columns([1.2, 4, 1.6], vertical_alignment="center")
     with row[0]:
@@ -103,7 +103,7 @@ def render() -> None:
     if health.reasons and q.target not in sample.unreachable():
         st.markdown(" · ".join(f"**{f.text()}**" for f in health.reasons))
 
-    _tiles(q, values)
+    _tiles(q, health)
 
     st.subheader("Over time")
     label = st.segmented_control("Window", list(WINDOWS), default="1 h", key="qd_window",
@@ -111,7 +111,7 @@ def render() -> None:
     _charts(ctx, q, WINDOWS[label], sample.ts)
 
     causes = causes_for(sample, q)
-    recs = recommend(q, target.dialect, values, causes)
+    recs = recommend(q, target.dialect, values, causes, health.recent)
     left, right = st.columns(2, gap="large")
     with left:
         st.subheader("Root causes now")
@@ -127,16 +127,16 @@ def render() -> None:
     autopilot_panel.render(ctx, q.name)
 
 
-def _tiles(q: Queue, values: dict[str, float | None]) -> None:
+def _tiles(q: Queue, health: QueueHealth) -> None:
     _unavailable(q)
+    values = health.values
     shown = [m for m in TILES if values.get(m) is not None]
     if not shown:
         return
     cols = st.columns(len(shown))
     for col, metric in zip(cols, shown, strict=True):
         v = values[metric]
-        thr = q.threshold(metric)
-        state = judge(v, thr) if thr is not None else "ok"
+        state = cell_state(q, health, metric)  # the judge's verdict, as on the Overview
         col.metric(f"{ICON[state] if state != 'ok' else ''} {style.label(metric)}".strip(),
                    format_value(metric, v), border=True, help=style.METRICS[metric].help
                    if metric in style.METRICS else None)

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from queueops.judge import MIN_PAGES  # the one page floor: the console and alerts judge with it too
+
 REORGANIZE_PCT = 5.0
 REBUILD_PCT = 30.0
-MIN_PAGES = 1000
 
 Operation = Literal[
     "none", "reorganize", "rebuild_online_low_priority", "rebuild_online", "rebuild_resumable",

@@ -19,14 +19,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from queueops import judge
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import pick_cause, terminate_changed, terminate_refusal
 from queueops.actions.model import ActionError, Plan, Preview, Refused, Step, TerminateOptions
 from queueops.config import Config, Queue, Target
 from queueops.fragments import qualified_name
 
-# The console shows a snapshot holder as a root cause from this age (console/findings.py).
-DEFAULT_SNAPSHOT_MIN_AGE_S = 30.0
+# A snapshot holder counts as the root cause from the judge's old-snapshot level (the same age from
+# which the console shows it and the alerts fire), unless the queue's thresholds say otherwise.
+DEFAULT_SNAPSHOT_MIN_AGE_S = judge.SNAPSHOT_WARN_S
 GONE_WAIT_S = 15.0
 POLL_S = 0.2
 IDENTITY = ("session_id", "session_start", "xact_start", "xact_id")
@@ -176,17 +178,22 @@ def plan(ctx: PlanContext) -> Plan:
                           "signal": signal, "before": before})
 
 
+def _session_object(obs: dict[str, Any]) -> str:
+    """A command row's object when the statement targets a server session, not a table."""
+    return f"session {obs['session_id']}"
+
+
 def _recheck(plan: Plan, runner: Runner) -> None:
     """Refuse unless the session is still the preview's one, still allowed, still a root cause."""
     obs = plan.observed["session"]
     sqlf = runner.sql("terminate")
-    found = runner.session.run(sqlf.render("session", {}, {"session_id": obs["session_id"]}))
+    found = runner.execute(sqlf.render("session", {}, {"session_id": obs["session_id"]}), obj=_session_object(obs))
     now = found[0] if found else None
     reason = terminate_changed(obs, now) or terminate_refusal(
         now, own_session_id=runner.session.session_id, deny_logins=runner.cfg.actions.terminate_deny_logins)
     if reason:
         raise Refused(reason)
-    causes = runner.session.run(sqlf.render("candidates", {}, {"qualified_table": plan.observed["qualified_table"]}))
+    causes = runner.execute(sqlf.render("candidates", {}, {"qualified_table": plan.observed["qualified_table"]}))
     if not any(_is_same(c, obs) for c in causes):
         raise Refused(f"session {obs['session_id']} is no longer a root cause of queue {plan.queue.name!r} (it "
                       "neither blocks its table nor holds the oldest snapshot now)")
@@ -199,12 +206,13 @@ def _wait_gone(runner: Runner, obs: dict[str, Any]) -> tuple[bool, float | None]
     deadline = time.monotonic() + GONE_WAIT_S
     percent = None
     while True:
-        left = runner.session.run(sqlf.render("gone", {}, {"session_id": obs["session_id"],
-                                                           "session_start": obs["session_start"]}))
+        left = runner.execute(sqlf.render("gone", {}, {"session_id": obs["session_id"],
+                                                       "session_start": obs["session_start"]}), obj=_session_object(obs))
         if not left or not int(left[0]["present"]):
             return True, percent
         if runner.dialect == "mssql":
-            rows = runner.session.run(sqlf.render("rollback_progress", {}, {"session_id": obs["session_id"]}))
+            rows = runner.execute(sqlf.render("rollback_progress", {}, {"session_id": obs["session_id"]}),
+                                  obj=_session_object(obs))
             percent = float(rows[0]["percent_complete"]) if rows and rows[0]["percent_complete"] is not None else None
         runner.report("waiting for the session to end", done=percent, total=100 if percent is not None else None,
                       message=f"session {obs['session_id']} " + (f"rolling back {percent:.0f} %" if percent is not None
@@ -221,7 +229,7 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     obs, signal = plan.observed["session"], plan.observed["signal"]
     stmt = _signal_statement(runner.sql("terminate"), runner.dialect, signal, obs)
     started = time.monotonic()
-    rows = runner.session.run(stmt)
+    rows = runner.execute(stmt, step=signal, obj=_session_object(obs))
     if not rows:  # the compare-and-set found another session (or transaction) under this id
         raise Refused(f"session {obs['session_id']} changed between the check and the signal")
     if not rows[0]["signalled"]:

@@ -64,8 +64,7 @@ def evaluate(rules: Iterable[Rule], rows: Iterable[SnapshotRow], states: Mapping
                 continue
             key = (rule.name, target, queue)
             prev = states.get(key)
-            holds = rule.holds(value) and (rule.guard is None or
-                                           rule.guard_holds(latest.get((target, queue, rule.guard[0]))))
+            holds = rule.holds(value) and rule.guards_hold(lambda m, t=target, q=queue: latest.get((t, q, m)))
             current = prev.state if prev else None
             if holds:
                 if current in (None, "resolved"):

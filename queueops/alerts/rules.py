@@ -7,23 +7,22 @@ Levels: ``direction = "above"`` means value >= level, ``"below"`` means value < 
 ``watermark_drift`` with crit 0 fires on stranded items). When warn equals crit only the crit
 rule exists (one condition, one alert).
 
-A rule may carry a guard on another metric of the same queue and cycle: the default
-``fragmentation_pct`` rules hold only while the key index has at least
-:data:`~queueops.actions.decide.MIN_PAGES` pages, the floor below which the rebuild action does
-nothing -- otherwise a small fragmented index would alert forever with no action that clears it.
+A rule may carry guards on other metrics of the same queue and cycle (:func:`queueops.judge.guards`):
+the default ``fragmentation_pct`` rules hold only while the key index has at least
+:data:`~queueops.judge.MIN_PAGES` pages, the floor below which the rebuild action does nothing --
+otherwise a small fragmented index would alert forever with no action that clears it. A metric
+the judge judges on several consecutive samples (stuck leases) gets a ``for`` of that many
+collection intervals, so an alert fires on the sample the console and the pipeline turn red on.
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from queueops import catalog, judge
 from queueops.config import Config
-
-OPS: dict[str, Callable[[float, float], bool]] = {
-    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
-}
+from queueops.judge import OPS, Guard
 
 
 @dataclass(frozen=True)
@@ -36,9 +35,9 @@ class Rule:
     queues: frozenset[str] = frozenset()  # empty: every queue (and target-wide rows)
     severity: str = "crit"
     source: str = "config"  # config | threshold
-    # (metric, op, value) that must also hold for the same queue in the same cycle; a cycle
-    # without that metric does not suppress the rule.
-    guard: tuple[str, str, float] | None = None
+    # The judge's guards: (metric, op, value) that must also hold for the same queue in the same
+    # cycle; a cycle without that metric does not suppress the rule.
+    guards: tuple[Guard, ...] = ()
 
     def applies(self, queue: str) -> bool:
         return not self.queues or queue in self.queues
@@ -46,25 +45,19 @@ class Rule:
     def holds(self, value: float) -> bool:
         return OPS[self.op](value, self.value)
 
-    def guard_holds(self, value: float | None) -> bool:
-        if self.guard is None or value is None:
-            return True
-        return OPS[self.guard[1]](value, self.guard[2])
+    def guards_hold(self, lookup: Callable[[str], float | None]) -> bool:
+        """Every guard holds on the same queue's values of this cycle (``lookup(metric)``)."""
+        for metric, op, level in self.guards:
+            v = lookup(metric)
+            if v is not None and not OPS[op](v, level):
+                return False
+        return True
 
     def describe(self) -> str:
         text = f"{self.metric} {self.op} {self.value:g}"
-        if self.guard:
-            text += f" (while {self.guard[0]} {self.guard[1]} {self.guard[2]:g})"
+        for metric, op, level in self.guards:
+            text += f" (while {metric} {op} {level:g})"
         return text
-
-
-def _guards() -> dict[str, tuple[str, str, float]]:
-    from queueops.actions.decide import MIN_PAGES
-
-    return {"fragmentation_pct": ("page_count", ">=", float(MIN_PAGES))}
-
-
-GUARDS = _guards()
 
 
 class RuleError(ValueError):
@@ -98,17 +91,29 @@ def effective_rules(cfg: Config) -> list[Rule]:
             th = q.threshold(metric)
             if th is None:
                 continue
-            op = "<" if th.direction == "below" else ">="
+            op = judge.op_for(th.direction)
             levels = [("crit", th.crit), ("warn", th.warn)]
             if th.warn is not None and th.warn == th.crit:
                 levels = [("crit", th.crit)]
+            for_s = max(float(cfg.alerts.thresholds_for_s), _samples_for_s(cfg, metric))
             for severity, level in levels:
                 if level is None:
                     continue
-                out.append(Rule(f"threshold:{metric}:{severity}", metric, op, float(level),
-                                float(cfg.alerts.thresholds_for_s), frozenset({q.name}), severity, "threshold",
-                                GUARDS.get(metric)))
+                out.append(Rule(f"threshold:{metric}:{severity}", metric, op, float(level), for_s,
+                                frozenset({q.name}), severity, "threshold", judge.guards(metric)))
     return out
+
+
+def _samples_for_s(cfg: Config, metric: str) -> float:
+    """The judge's samples required, as a ``for`` duration: a metric that needs N consecutive
+    samples fires once it has held for N - 1 intervals of its collector (``[schedule] collectors``
+    when set, else the fast interval: such metrics come from fast collectors)."""
+    n = judge.samples_required(metric)
+    if n <= 1:
+        return 0.0
+    m = catalog.get(metric)
+    intervals = [cfg.schedule.collectors[c] for c in (m.collectors if m else ()) if c in cfg.schedule.collectors]
+    return (n - 1) * float(max(intervals) if intervals else cfg.schedule.fast_s)
 
 
 def _default_metrics() -> tuple[str, ...]:

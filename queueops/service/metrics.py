@@ -1,7 +1,8 @@
 """Prometheus metrics of the service, on a registry of its own (never the process-global one).
 
-* One gauge family per snapshot metric, ``queueops_<metric>`` (name sanitised to Prometheus'
-  alphabet), labelled ``target`` and ``queue`` (empty for target-wide metrics). A value expires
+* One family per snapshot metric, ``queueops_<metric>`` (name sanitised to Prometheus'
+  alphabet), labelled ``target`` and ``queue`` (empty for target-wide metrics): a counter for the
+  catalog's ``counter`` metrics (running totals), a gauge otherwise, with the catalog's help text. A value expires
   after three intervals of the job that produced it, so a queue that stopped reporting does
   not show a frozen number.
 * Collector durations (histogram) and errors (counter) per target and collector; whether each
@@ -16,9 +17,10 @@ import time
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from queueops import catalog
 from queueops.rows import SnapshotRow, StatusRow
 
 PREFIX = "queueops_"
@@ -36,6 +38,7 @@ class SnapshotGauges(Collector):
     def __init__(self, reserved: set[str]):
         self.reserved = reserved
         self._values: dict[str, dict[tuple[str, str], tuple[float, float]]] = {}
+        self._metric: dict[str, str] = {}  # family name -> the stored metric it serves
         self._lock = threading.Lock()
 
     def family_name(self, metric: str) -> str:
@@ -49,9 +52,11 @@ class SnapshotGauges(Collector):
             for r in rows:
                 if r.value is None:
                     continue
-                self._values.setdefault(self.family_name(r.metric), {})[(r.target, r.queue)] = (r.value, expires)
+                name = self.family_name(r.metric)
+                self._metric[name] = r.metric
+                self._values.setdefault(name, {})[(r.target, r.queue)] = (r.value, expires)
 
-    def collect(self, now: float | None = None) -> Iterator[GaugeMetricFamily]:
+    def collect(self, now: float | None = None) -> Iterator[Metric]:
         now = time.monotonic() if now is None else now
         with self._lock:
             for name in sorted(self._values):
@@ -60,8 +65,9 @@ class SnapshotGauges(Collector):
                     del series[key]
                 if not series:
                     continue
-                fam = GaugeMetricFamily(name, f"queueops snapshot metric {name[len(PREFIX):]}",
-                                        labels=["target", "queue"])
+                metric = self._metric.get(name, name[len(PREFIX):])
+                family = CounterMetricFamily if catalog.is_counter(metric) else GaugeMetricFamily
+                fam = family(name, catalog.help_text(metric), labels=["target", "queue"])
                 for (target, queue), (value, _exp) in sorted(series.items()):
                     fam.add_metric([target, queue], value)
                 yield fam

@@ -137,7 +137,7 @@ def test_fragmentation_alerts_only_above_the_rebuild_page_floor() -> None:
     fragmentation must not fire an alert that no action can resolve."""
     rules = [r for r in effective_rules(cfg(alerts={"thresholds_for_s": 0}))
              if r.metric == "fragmentation_pct" and r.queues == frozenset({"jobs"})]
-    assert rules and all(r.guard == ("page_count", ">=", 1000.0) for r in rules)
+    assert rules and all(r.guards[0] == ("page_count", ">=", 1000.0) for r in rules)
     small = [row("fragmentation_pct", 90), row("page_count", 40)]
     big = [row("fragmentation_pct", 90), row("page_count", 5000)]
     shrunk = [row("fragmentation_pct", 90), row("page_count", 900)]
