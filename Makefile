@@ -14,7 +14,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 help:
 	@echo "make demo   start the lab and the console at http://localhost:8501 (Ctrl-C stops all)"
 	@echo "make test   install everything and run the whole test suite"
-	@echo "make lint   ruff"
+	@echo "make lint   ruff and the import layering (lint-imports, .importlinter)"
 	@echo "make bench  every benchmark in turn, one JSON object each on stdout (about 40 minutes)"
 	@echo "make soak   a 20-minute soak: faults, service, exporter, actions (JSON on stdout)"
 	@echo "make clean  stop the lab and remove .venv and .queueops"
@@ -36,10 +36,13 @@ demo: setup
 
 test: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest
 
+# ruff, then the layering contracts of .importlinter (docs/architecture.md, "Layers").
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 BENCHMARKS := collect_cycle store_write actions_rebuild_stall seeds pipeline ui_render overhead
 

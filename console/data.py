@@ -3,11 +3,16 @@
 No Streamlit here (the pages wrap these in ``st.cache_resource``), so the benchmarks and tests use
 the same code. Two sources:
 
-* **Live**: the collectors run on demand through :class:`LiveSampler`, one instance per config,
-  shared by every browser session. A sample is reused for ``console.cache_s`` seconds (slow
-  collectors for ``schedule.slow_s``), and concurrent sessions wait for the collection in flight
-  instead of starting their own (single flight): ten open dashboards cost the database one
-  collection, not ten. The console therefore works with no scheduler running.
+* **Live**: :class:`LiveSampler`, one instance per config, shared by every browser session, goes
+  through the service's own plan (:func:`queueops.service.plan.plan_jobs`: one job per target and
+  interval). For each job it reads the latest cycle the collector service wrote to the store when
+  that cycle is fresh (younger than the job's interval and half an interval more for the cycle's
+  own run and write), so a running service is the only scheduler on the monitored server. Only
+  when there is no fresh cycle (no service, a stopped one) does the console collect that job
+  itself; its own sample is reused for ``console.cache_s`` seconds (jobs slower than
+  ``schedule.fast_s``: for their interval), and concurrent sessions wait for the collection in
+  flight instead of starting their own (single flight). The console therefore works with no
+  service running, and costs the database nothing while one runs.
 * **Store**: history, collector status and the audit log written by ``queueops collect`` and the
   action layer, read with SQLAlchemy Core. A store that is missing or unreadable yields empty
   frames and a message, never a crash.
@@ -35,6 +40,11 @@ from collectors.counters import CounterRates
 from queueops import secrets
 from queueops.config import Config
 from queueops.rows import SnapshotRow, StatusRow, utcnow
+from queueops.service.plan import JobPlan, PlanError, plan_jobs
+
+# A service cycle is fresh while younger than its job's interval plus this share of it (the cycle
+# itself takes time to run and to be written).
+FRESH_SLACK = 0.5
 
 ROW_COLUMNS = ["ts", "target", "database", "queue", "metric", "value", "note"]
 
@@ -101,27 +111,35 @@ def rows_frame(rows: Iterable[SnapshotRow]) -> pd.DataFrame:
 
 
 class LiveSampler:
-    """Runs the collectors on demand for one config; shared by every session of the console."""
+    """The latest values for one config, shared by every session of the console: the service's
+    fresh cycles from the store, else the console's own collection, job by job of the same plan."""
 
     HISTORY = timedelta(hours=1)
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, store: Engine | None = None):
         self.cfg = cfg
         self._lock = threading.Lock()
-        self._fast: tuple[float, list[SnapshotRow], list[StatusRow]] | None = None
-        self._slow: tuple[float, list[SnapshotRow], list[StatusRow]] | None = None
+        # job id -> (monotonic time taken, rows, status, cycle ts, from the store?)
+        self._jobs: dict[str, tuple[float, list[SnapshotRow], list[StatusRow], datetime, bool]] = {}
         self._ts = _now()
         self.last_ok: dict[str, datetime] = {}
         self._history: deque[SnapshotRow] = deque()
+        self._remembered: dict[str, datetime] = {}  # job id -> newest cycle put into the history
+        self._collect_next: set[str] = set()  # jobs the next sample collects itself (after an action)
         self._rates = CounterRates()  # cumulative totals (lock timeouts, ...) -> *_per_s by delta
+        self._store = store
+        self._store_opened = store is not None
+        self.plans = self._plans(cfg)
+        self.collected_jobs = 0  # jobs this console collected itself (0 while a service keeps up)
+        self.stored_jobs = 0     # jobs read from the service's fresh cycles in the store
 
-    @property
-    def fast_collectors(self) -> list[registry.Collector]:
-        return [c for c in registry.COLLECTORS if c.cadence == "fast"]
-
-    @property
-    def slow_collectors(self) -> list[registry.Collector]:
-        return [c for c in registry.COLLECTORS if c.cadence == "slow"]
+    @staticmethod
+    def _plans(cfg: Config) -> list[JobPlan]:
+        try:
+            return plan_jobs(cfg, registry.COLLECTORS)
+        except PlanError:  # config check reports the schedule; the console still shows what it can
+            return plan_jobs(cfg.model_copy(update={"schedule": cfg.schedule.model_copy(update={"collectors": {}})}),
+                             registry.COLLECTORS)
 
     @staticmethod
     def collectors_for(metrics: Sequence[str]) -> list[registry.Collector]:
@@ -129,43 +147,118 @@ class LiveSampler:
         wanted = set(metrics)
         return [c for c in registry.COLLECTORS if c.name in wanted or wanted & set(getattr(c, "metrics", ()))]
 
-    def _collect(self, collectors: Sequence[registry.Collector]) -> tuple[list[SnapshotRow], list[StatusRow]]:
-        if not collectors:
-            return [], []
+    def _ttl(self, job: JobPlan, max_age_s: float | None) -> float:
+        """How long the console's own collection of ``job`` is reused."""
+        if job.interval_s > self.cfg.schedule.fast_s:
+            return max(job.interval_s, self.cfg.console.cache_s if max_age_s is None else max_age_s)
+        return self.cfg.console.cache_s if max_age_s is None else max_age_s
+
+    def _engine(self) -> Engine | None:
+        if not self._store_opened:
+            self._store_opened = True
+            try:
+                from queueops.store import open_engine
+
+                self._store = open_engine(self.cfg, create=False)
+            except Exception:  # noqa: BLE001 - no store: the console collects by itself
+                self._store = None
+        return self._store
+
+    def _fresh_cycles(self, jobs: Sequence[JobPlan]) -> dict[str, tuple[list[SnapshotRow], list[StatusRow], datetime]]:
+        """The latest cycle the service wrote for each job, where it is fresh (job id -> rows)."""
+        engine = self._engine()
+        if engine is None or not jobs:
+            return {}
+        from queueops.store.schema import collector_status as cs
+        from queueops.store.schema import snapshots as sn
+
+        now = _now()
+        oldest = now - timedelta(seconds=max(j.interval_s for j in jobs) * (1 + FRESH_SLACK))
+        out: dict[str, tuple[list[SnapshotRow], list[StatusRow], datetime]] = {}
+        try:
+            with engine.connect() as conn:
+                newest = {(t, c): _aware(ts) for t, c, ts in conn.execute(
+                    select(cs.c.target, cs.c.collector, func.max(cs.c.ts)).where(cs.c.ts >= oldest)
+                    .group_by(cs.c.target, cs.c.collector))}
+                for job in jobs:
+                    seen = [newest.get((job.target, c.name)) for c in job.collectors]
+                    if any(ts is None for ts in seen):
+                        continue
+                    cycle = max(ts for ts in seen if ts is not None)
+                    if (now - cycle).total_seconds() > job.interval_s * (1 + FRESH_SLACK):
+                        continue
+                    names = [c.name for c in job.collectors]
+                    status = [StatusRow(_aware(r.ts), r.target, r.collector, bool(r.ok), float(r.duration_ms),
+                                        int(r.rows or 0), r.error or "", bool(r.timeout))
+                              for r in conn.execute(select(cs).where(and_(cs.c.target == job.target, cs.c.ts == cycle,
+                                                                          cs.c.collector.in_(names))))]
+                    rows = [SnapshotRow(_aware(r.ts), r.target, r.database, r.queue, r.metric, r.value, r.note or "")
+                            for r in conn.execute(select(sn).where(and_(sn.c.target == job.target, sn.c.ts == cycle)))]
+                    out[job.id] = (rows, status, cycle)
+        except SQLAlchemyError:
+            return {}  # an unreadable store: the console collects by itself
+        return out
+
+    def _collect(self, jobs: Sequence[JobPlan]) -> dict[str, tuple[list[SnapshotRow], list[StatusRow], datetime]]:
+        """Run the collectors of ``jobs`` now (targets in parallel; one connection per job)."""
+        if not jobs:
+            return {}
         ts = _now()
-        targets = list(self.cfg.targets)
         # Targets in parallel: one unreachable server (connect timeout) must not delay the others.
-        with ThreadPoolExecutor(max_workers=min(8, max(1, len(targets)))) as pool:
-            results = list(pool.map(lambda t: runner.run_collectors(self.cfg, t, collectors, ts=ts), targets))
-        rows = [r for res in results for r in res.rows]
-        rows += self._rates.derive(rows)
-        status = [s for res in results for s in res.status]
-        for s in status:
-            if s.ok:
-                self.last_ok[s.target] = max(self.last_ok.get(s.target, s.ts), s.ts)
-        return rows, status
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(jobs)))) as pool:
+            results = list(pool.map(
+                lambda j: runner.run_collectors(self.cfg, self.cfg.target(j.target), j.collectors, ts=ts), jobs))
+        self.collected_jobs += len(jobs)
+        out = {}
+        for job, res in zip(jobs, results, strict=True):
+            out[job.id] = (res.rows + self._rates.derive(res.rows), res.status, ts)
+        return out
 
     def sample(self, force: bool = False, max_age_s: float | None = None) -> LiveSample:
-        """The latest sample, collecting again when older than ``max_age_s`` (default cache_s)."""
+        """The latest sample: each job's fresh service cycle from the store, else the console's own
+        collection when older than its reuse time (``max_age_s``, default ``console.cache_s``).
+        ``force``: collect the fast jobs now whatever the store holds (after an action)."""
         fast_ttl = self.cfg.console.cache_s if max_age_s is None else max_age_s
-        slow_ttl = max(fast_ttl, self.cfg.schedule.slow_s)
         with self._lock:  # single flight: a second session waits and reuses this collection
             now = time.monotonic()
-            if force or self._fast is None or now - self._fast[0] >= fast_ttl:
-                rows, status = self._collect(self.fast_collectors)
-                self._fast = (time.monotonic(), rows, status)
-                self._ts = _now()
-                self._remember(rows)
-            if self._slow is None or (force and now - self._slow[0] >= fast_ttl) or now - self._slow[0] >= slow_ttl:
-                rows, status = self._collect(self.slow_collectors)
-                self._slow = (time.monotonic(), rows, status)
-            assert self._fast is not None and self._slow is not None
-            return LiveSample(self._ts, self._fast[1] + self._slow[1], self._fast[2] + self._slow[2])
+            due = []
+            for job in self.plans:
+                have = self._jobs.get(job.id)
+                age = None if have is None else now - have[0]
+                slow = job.interval_s > self.cfg.schedule.fast_s
+                if have is None or age >= self._ttl(job, max_age_s) or (force and (not slow or age >= fast_ttl)) \
+                        or (have[4] and age >= min(fast_ttl, job.interval_s)):
+                    due.append(job)
+            stored = {} if force else self._fresh_cycles([j for j in due if j.id not in self._collect_next])
+            self._collect_next.clear()
+            for job_id, (rows, status, cycle) in stored.items():
+                have = self._jobs.get(job_id)
+                if have is not None and not have[4] and have[3] >= cycle and not force:
+                    continue  # the console's own sample is newer than the service's cycle
+                self._jobs[job_id] = (time.monotonic(), rows, status, cycle, True)
+            self.stored_jobs += len(stored)
+            mine = self._collect([j for j in due if j.id not in stored])
+            for job_id, (rows, status, ts) in mine.items():
+                self._jobs[job_id] = (time.monotonic(), rows, status, ts, False)
+            for job_id, (_t, rows, status, cycle, _s) in self._jobs.items():
+                if job_id in stored or job_id in mine:
+                    self._remember(job_id, rows, cycle)
+                    for st_row in status:
+                        if st_row.ok:
+                            self.last_ok[st_row.target] = max(self.last_ok.get(st_row.target, st_row.ts), st_row.ts)
+            if mine or stored:
+                self._ts = max(v[3] for v in self._jobs.values())
+            rows = [r for v in self._jobs.values() for r in v[1]]
+            status = [s for v in self._jobs.values() for s in v[2]]
+            return LiveSample(self._ts, rows, status)
 
     def invalidate(self) -> None:
-        """The next :meth:`sample` collects again (after an action changed what it shows)."""
+        """The next :meth:`sample` collects the fast jobs again (an action changed what they show)."""
         with self._lock:
-            self._fast = None
+            for job in self.plans:
+                if job.interval_s <= self.cfg.schedule.fast_s:
+                    self._jobs.pop(job.id, None)
+                    self._collect_next.add(job.id)  # the service's last cycle predates the action
 
     def resample(self, target: str, metrics: Sequence[str]) -> list[SnapshotRow]:
         """Collect only what is needed for ``metrics`` on one target now (after an action)."""
@@ -173,7 +266,11 @@ class LiveSampler:
         res = runner.run_collectors(self.cfg, self.cfg.target(target), wanted)
         return [r for r in res.rows if r.metric in set(metrics)]
 
-    def _remember(self, rows: list[SnapshotRow]) -> None:
+    def _remember(self, job_id: str, rows: list[SnapshotRow], cycle: datetime) -> None:
+        """Keep a cycle's queue rows for the streaks (each cycle once, whichever source gave it)."""
+        if self._remembered.get(job_id) is not None and self._remembered[job_id] >= cycle:
+            return
+        self._remembered[job_id] = cycle
         self._history.extend(r for r in rows if r.queue)
         cutoff = _now() - self.HISTORY
         while self._history and self._history[0].ts < cutoff:
@@ -281,6 +378,21 @@ class Store:
             stmt = stmt.where(a.c.start_time >= since)
         df = self._read(stmt)
         return _normalize(df, [c.name for c in cols], ts_cols=("start_time", "end_time"))
+
+
+    def commands(self, audit_id: int) -> pd.DataFrame:
+        """The statements an action executed (its ``audit_commands`` rows), in order."""
+        from queueops.store.schema import audit_commands as c
+
+        df = self._read(select(c).where(c.c.audit_id == int(audit_id)).order_by(c.c.seq))
+        return _normalize(df, [col.name for col in c.columns], ts_cols=("start_time", "end_time"))
+
+
+def _aware(value: Any) -> Any:
+    """SQLite hands back naive UTC times."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
 
 
 def _normalize(df: pd.DataFrame, columns: Sequence[str], ts_cols: Sequence[str] = ("ts", "last_ok", "last_row")

@@ -38,10 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from queueops.extras import MissingExtra
+
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except MissingExtra as exc:  # an optional part this command needs is not installed
+        print(f"queueops: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

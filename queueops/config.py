@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from queueops import secrets
+from queueops import catalog, secrets
 from queueops.autopilot.policy import AutopilotPolicy
 from queueops.identifiers import identifier_problem
 
@@ -61,16 +61,12 @@ class Threshold(_Model):
     direction: Literal["above", "below"] = "above"
 
 
-# Defaults chosen for the lab's short timings and sane for production starting points; every
-# queue may override any of them. watermark_drift < 0 means stranded items: always critical.
+# Defaults from the metric catalog (sql/metrics.toml: warn / crit / direction), chosen for the
+# lab's short timings and sane for production starting points; every queue may override any of
+# them. watermark_drift < 0 means stranded items: always critical.
 DEFAULT_THRESHOLDS: dict[str, Threshold] = {
-    "depth": Threshold(warn=10_000, crit=100_000),
-    "oldest_age_s": Threshold(warn=300, crit=1800),
-    "stuck_leases": Threshold(warn=1, crit=1),
-    "ghost_records": Threshold(warn=50_000, crit=500_000),
-    "fragmentation_pct": Threshold(warn=30, crit=60),
-    "watermark_drift": Threshold(warn=None, crit=0, direction="below"),
-    "lock_waiters": Threshold(warn=1, crit=5),
+    name: Threshold(warn=warn, crit=crit, direction=direction)  # type: ignore[arg-type]
+    for name, (warn, crit, direction) in catalog.thresholds().items()
 }
 
 
@@ -264,7 +260,7 @@ class Report(_Model):
 
 class Pipeline(_Model):
     """The Spark pipeline (``queueops pipeline run``): where gold tables go, how Spark runs, and
-    overrides of the rule parameters by name (see ``pipeline/params.py``)."""
+    overrides of the rule parameters by name (see ``queueops/pipeline_params.py``)."""
 
     out: str = ".queueops/gold"
     master: str | None = None  # default local[*]; e.g. spark://host:7077, yarn
@@ -278,7 +274,7 @@ class Pipeline(_Model):
     @field_validator("params")
     @classmethod
     def _known_params(cls, v: dict[str, float]) -> dict[str, float]:
-        from pipeline.params import Params
+        from queueops.pipeline_params import Params
 
         try:
             Params().with_overrides(v)

@@ -86,6 +86,7 @@ def render() -> None:
         st.error(rec["error"])
     st.markdown("**SQL as run**")
     st.code(rec["command"] or "(none)", language="sql")
+    _commands(ctx.store.commands(int(rec["id"])))
     left, right = st.columns(2)
     with left:
         st.markdown("**Parameters**")
@@ -93,6 +94,29 @@ def render() -> None:
     with right:
         st.markdown("**Preview the operator confirmed**")
         st.json(_json(rec["preview"]), expanded=False)
+
+
+def commands_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The command rows as shown: one line per statement, an open one (no end) said in words."""
+    ended = df["end_time"]
+    return pd.DataFrame({
+        "#": df["seq"], "Step": df["step"].replace("", "(check)"), "Object": df["object"],
+        "Start (UTC)": df["start_time"].dt.strftime("%H:%M:%S.%f").str[:-3],
+        "Duration": [("open: no end (the process stopped during it)" if pd.isna(e)
+                      else f"{(e - s).total_seconds():.3f} s") for s, e in zip(df["start_time"], ended, strict=True)],
+        "Rows": df["rows"], "Error": df["error"], "Statement": df["statement"], "Parameters": df["params"],
+    })
+
+
+def _commands(df: pd.DataFrame) -> None:
+    """Every statement the action executed, under its record (CommandExecute's CommandLog rows)."""
+    st.markdown(f"**Statements executed** ({len(df)})")
+    if df.empty:
+        st.caption("No statement was executed (refused, nothing to do, or recorded before command rows existed).")
+        return
+    st.dataframe(commands_table(df), hide_index=True, key="audit_commands",
+                 column_config={"Statement": st.column_config.TextColumn(width="large"),
+                                "Error": st.column_config.TextColumn(width="medium")})
 
 
 def _json(text: object) -> object:

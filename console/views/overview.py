@@ -7,7 +7,7 @@ store's history merged with what the console sampled itself since it started.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 
 import pandas as pd
@@ -15,42 +15,58 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import chrome, context, nav, style
-from console.data import LiveSample, sparkline_series
+from console.data import LiveSample, LiveSampler, sparkline_series
 from console.health import (
     WORD,
     QueueHealth,
+    cell_state,
     count_states,
     format_age,
     is_stale,
-    judge,
+    multi_sample_metrics,
     queue_health,
+    streaks,
     worst_first,
 )
+from queueops import catalog
 from queueops.config import Config
 
-# Overview columns after state / queue / target / kind: (metric, header).
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("depth", "Depth"),
-    ("oldest_age_s", "Oldest age"),
-    ("stuck_leases", "Stuck leases"),
-    ("ghost_records", "Ghosts / dead"),
-    ("fragmentation_pct", "Fragmentation %"),
-    ("watermark_drift", "Watermark drift"),
-    ("lock_waiters", "Lock waiters"),
-)
+# Overview columns after state / queue / target / kind: (metric, header), from the metric catalog
+# (``overview = N`` in sql/metrics.toml; a percentage's header says so).
+COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (m, catalog.label(m) + (" %" if catalog.unit(m) == "%" else "")) for m in catalog.overview_columns())
 CELL_BG = {"crit": "background-color: #ffebe9; color: #a40e26", "warn": "background-color: #fff8c5; color: #7d4e00",
            "ok": "", "unknown": "background-color: #eaeef2; color: #57606a"}
 STATE_BG = {**CELL_BG, "ok": "color: #1a7f37"}
 SPARK_METRIC = "depth"
 
 
-def judge_all(cfg: Config, sample: LiveSample) -> list[QueueHealth]:
-    """Every configured queue judged from the sample, worst first."""
+def judge_all(cfg: Config, sample: LiveSample,
+              history: Sequence[tuple[str, str, str, float | None]] = ()) -> list[QueueHealth]:
+    """Every configured queue judged from the sample, worst first; ``history`` (time-ordered
+    ``(target, queue, metric, value)`` rows of recent samples) gives the metrics the judge needs
+    several consecutive samples of (stuck leases) their streaks."""
     values = sample.values()
     down = sample.unreachable()
     errors = sample.queue_errors()
     return worst_first(queue_health(q, values.get((q.target, q.name), {}), reachable=q.target not in down,
-                                    error=errors.get((q.target, q.name), "")) for q in cfg.queues)
+                                    error=errors.get((q.target, q.name), ""), recent=streaks(history, q))
+                       for q in cfg.queues)
+
+
+def recent_rows(sampler: LiveSampler) -> list[tuple[str, str, str, float | None]]:
+    """The console's recent samples of the metrics the judge needs a streak of, oldest first."""
+    frames = [sampler.history(m) for m in multi_sample_metrics()]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return []
+    df = pd.concat(frames).sort_values("ts", kind="stable")
+    return list(zip(df["target"], df["queue"], df["metric"], df["value"], strict=True))
+
+
+# A metric that does not apply to a queue's kind (or has no sample) is an empty cell: Streamlit
+# would draw the word "None" for a missing value, and pandas' Styler "nan".
+NOT_APPLICABLE = ""
 
 
 def table(cfg: Config, healths: list[QueueHealth], spark: Mapping[tuple[str, str], list[float]],
@@ -69,8 +85,7 @@ def table(cfg: Config, healths: list[QueueHealth], spark: Mapping[tuple[str, str
         for metric, header in COLUMNS:
             v = h.values.get(metric)
             row[header] = (format_age(v) if v is not None else "—") if metric == "oldest_age_s" else v
-            thr = q.threshold(metric)
-            cell[header] = judge(v, thr) if v is not None and thr is not None else "ok"
+            cell[header] = cell_state(q, h, metric)
         rows.append(row)
         states.append(cell)
     df = pd.DataFrame(rows)
@@ -142,7 +157,7 @@ def _body(ctx: context.Ctx) -> None:
     sample = ctx.sampler.sample()
     now = sample.ts
     _banners(ctx, sample, now)
-    healths = judge_all(cfg, sample)
+    healths = judge_all(cfg, sample, recent_rows(ctx.sampler))
     _tiles(healths, len(cfg.targets), len(sample.unreachable()))
 
     since = now - timedelta(hours=1)
@@ -153,7 +168,7 @@ def _body(ctx: context.Ctx) -> None:
     columns = ["State", "Queue", "Target", "Why", "Depth, last hour", *shown, "Kind"]
     styled = df[columns].style.apply(
         lambda col: [(STATE_BG if col.name == "State" else CELL_BG)[s] for s in states[col.name]]
-        if col.name in states.columns else [""] * len(col), axis=0)
+        if col.name in states.columns else [""] * len(col), axis=0).format(na_rep=NOT_APPLICABLE)
     config: dict[str, object] = {
         "State": st.column_config.TextColumn(width="small", pinned=True),
         "Queue": st.column_config.TextColumn(pinned=True),
@@ -167,7 +182,7 @@ def _body(ctx: context.Ctx) -> None:
     for header in shown:
         config.setdefault(header, st.column_config.NumberColumn(format="localized"))
     event = st.dataframe(styled, hide_index=True, column_config=config, on_select="rerun",
-                         selection_mode="single-row", key="overview_table",
+                         selection_mode="single-row", key="overview_table", placeholder=NOT_APPLICABLE,
                          height=min(38 + 35 * len(df), 38 + 35 * 20))
     st.caption(f"Sampled {style.utc_text(now)} · {style.local_text(now, ctx.tz)} · refreshing every "
                f"{cfg.console.refresh_s:g} s · select a row to open the queue")

@@ -120,6 +120,12 @@ def _steps(q: Queue, opts: ArchiveOptions, frags: dict[str, str], dialect: str, 
     return steps
 
 
+def _object(label: str, frags: dict[str, str]) -> str:
+    """The table a batch step writes (its command row's object)."""
+    return {"copy payload rows": frags.get("archive_data_table"), "delete payload rows": frags.get("data_table"),
+            "copy queue rows": frags.get("archive_table")}.get(label) or frags["table"]
+
+
 def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     opts: ArchiveOptions = plan.options  # type: ignore[assignment]
     q = plan.queue
@@ -128,12 +134,13 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
 
     def batch(n: int) -> list[Any]:
         with transaction(runner.session):
-            picked = [r["item"] for r in runner.session.run(_steps(q, opts, frags, runner.dialect, values, n)[0].statement)]
+            pick = _steps(q, opts, frags, runner.dialect, values, n)[0]
+            picked = [r["item"] for r in runner.execute(pick.statement, step=pick.label)]
             if not picked:
                 return []
             removed: list[Any] = []
             for step in _steps(q, opts, frags, runner.dialect, values, n, picked)[1:]:
-                rows = runner.session.run(step.statement)
+                rows = runner.execute(step.statement, step=step.label, obj=_object(step.label, frags))
                 if step.label == "delete queue rows":
                     removed = [r["item"] for r in rows]
             if len(removed) != len(picked):
@@ -145,7 +152,7 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     summaries = run_batches(runner, planned_rows=plan.observed["count"], batch_size=opts.batch_size,
                             max_items=opts.max_items, pause_s=opts.pause_s, batch=batch)
     sqlf = runner.sql("archive")
-    left = int(runner.session.run(sqlf.render("count", frags, {**values, "limit_n": LIMIT_ALL}))[0]["n"])
+    left = int(runner.execute(sqlf.render("count", frags, {**values, "limit_n": LIMIT_ALL}))[0]["n"])
     if left:
         summaries.append({"left": left, "note": "still finished and older than the cutoff: held by other "
                                                 "sessions (skipped) or beyond --max-items; run again to continue"})

@@ -10,9 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from queueops import sqlfiles
-from queueops.actions import audit
+from queueops.actions import audit, executor
 from queueops.actions.model import ActionError, Plan, Progress, ProgressCallback
-from queueops.actions.session import Session, open_session
+from queueops.actions.session import Session, open_session, statement_timeout
 from queueops.config import Config, Queue, Target
 from queueops.fragments import fragments_for
 from queueops.identifiers import identifier_problem, quote_table
@@ -66,6 +66,7 @@ class Runner:
     application: str
     callback: ProgressCallback | None = None
     on_commit: Callable[[int], None] | None = None
+    log: executor.CommandLog | None = None
     rows: int = 0
     _monitor: Session | None = field(default=None, repr=False)
 
@@ -75,6 +76,27 @@ class Runner:
 
     def sql(self, name: str) -> sqlfiles.SqlFile:
         return sqlfiles.load(self.dialect, f"actions/{name}")
+
+    def execute(self, stmt: sqlfiles.Statement, *, step: str = "", obj: str = "", session: Session | None = None,
+                poll: Callable[[], None] | None = None, poll_interval_s: float = 0.5) -> list[dict[str, Any]]:
+        """Run one statement of the action through :mod:`queueops.actions.executor` (the only way an
+        action runs SQL at run time): logged as a command row under the audit record; ``step``
+        names the preview step it is, checked against the preview before it runs."""
+        log = self.log or executor.CommandLog(None, None, self.dialect)
+        return executor.execute(log, session or self.session, stmt, step=step,
+                                obj=obj or self.plan.observed.get("qualified_table") or self.table,
+                                preview=self.plan.preview, poll=poll, poll_interval_s=poll_interval_s)
+
+    @property
+    def table(self) -> str:
+        """The queue's table, quoted: the object of a statement that names no other."""
+        return fragments_for(self.plan.queue, self.dialect)["table"]
+
+    def set_statement_timeout(self, timeout_ms: int) -> None:
+        """Change the bound of the following statements (a logged SET on PostgreSQL)."""
+        stmt = statement_timeout(self.session, timeout_ms)
+        if stmt is not None:
+            self.execute(stmt, obj="(session)")
 
     def committed(self, rows_total: int) -> None:
         """Called after every committed batch: the audit record then says how far the action got."""

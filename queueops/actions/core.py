@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 
 from queueops import roles, secrets
-from queueops.actions import archive, audit, rebuild, requeue, terminate, watermark
+from queueops.actions import archive, audit, executor, rebuild, requeue, terminate, watermark
 from queueops.actions.context import PlanContext, Runner, audit_committer
 from queueops.actions.model import (
     ACTIONS,
@@ -134,10 +134,11 @@ def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Ac
     application = f"queueops-action-{plan.action}-{rid}"
     session: Session | None = None
     runner: Runner | None = None
+    log = executor.CommandLog(store, rid, plan.target.dialect)
     outcome, error, out_rows = "ok", "", []
     try:
         session = open_session(plan.target, cfg.base_dir, application)
-        runner = Runner(cfg, plan, session, application, progress, audit_committer(store, rid))
+        runner = Runner(cfg, plan, session, application, progress, audit_committer(store, rid), log)
         out_rows = MODULES[plan.action].run(plan, runner)
     except Conflict as exc:
         outcome, error = "failed", f"conflict: {exc}"
@@ -165,6 +166,10 @@ def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Ac
             runner.close()
         if session:
             session.close()
+        if log.lost:
+            note = (f"{log.lost} statement(s) ran without their command row: the store was unavailable "
+                    "when they started")
+            error = f"{error}; {note}" if error else note
         late = _finish(store, rid, outcome, rows, error, journal)
     if late:
         error = f"{error}; {late}" if error else late

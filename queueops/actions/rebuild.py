@@ -38,8 +38,6 @@ from queueops.actions.session import (
     connection_lost,
     is_lock_timeout,
     open_session,
-    run_watched,
-    set_statement_timeout,
     sleep,
 )
 from queueops.config import Queue
@@ -264,14 +262,20 @@ def _poller(runner: Runner, step: Step, i: int, n: int) -> Callable[[], None]:
     return poll
 
 
+def _step_object(step: Step, runner: Runner) -> str:
+    """The index (or, for VACUUM, the table) a step's statement works on: its label's second word."""
+    return step.label.partition(" ")[2] or runner.table
+
+
 def _drop_leftovers(runner: Runner, session: Session) -> list[str]:
     """Drop invalid *_ccnew / *_ccold indexes a failed REINDEX CONCURRENTLY left on the table."""
     sqlf = runner.sql("rebuild")
     dropped = []
-    for r in session.run(sqlf.render("indexes", {}, {"qualified_table": runner.plan.observed["qualified_table"]})):
+    for r in runner.execute(sqlf.render("indexes", {}, {"qualified_table": runner.plan.observed["qualified_table"]}),
+                            session=session):
         if r["leftover"] and not identifier_problem(r["index_name"], "postgresql"):
-            session.run(sqlf.render("drop_leftover", {"index": quote_table(r["index_schema"], r["index_name"],
-                                                                            "postgresql")}))
+            index = quote_table(r["index_schema"], r["index_name"], "postgresql")
+            runner.execute(sqlf.render("drop_leftover", {"index": index}), obj=index, session=session)
             dropped.append(r["index_name"])
     return dropped
 
@@ -295,7 +299,7 @@ def _cleanup_after_failure(runner: Runner, exc: BaseException) -> str:
 def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     opts: RebuildOptions = plan.options  # type: ignore[assignment]
     steps = plan.preview.steps
-    set_statement_timeout(runner.session, opts.max_duration_minutes * 60_000)
+    runner.set_statement_timeout(opts.max_duration_minutes * 60_000)
     results: list[dict[str, Any]] = []
     for i, step in enumerate(steps, start=1):
         op = step.label.partition(" ")[0]
@@ -305,7 +309,8 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
         while True:
             attempts += 1
             try:
-                run_watched(runner.session, step.statement, _poller(runner, step, i, len(steps)), POLL_S)
+                runner.execute(step.statement, step=step.label, obj=_step_object(step, runner),
+                               poll=_poller(runner, step, i, len(steps)), poll_interval_s=POLL_S)
                 break
             except BaseException as exc:
                 note = ""
@@ -326,5 +331,5 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
                         "attempts": attempts})
         runner.report(step.label, done=1, total=1, step=i, steps=len(steps), rows=runner.rows, message="done")
     with contextlib.suppress(Exception):
-        set_statement_timeout(runner.session, plan.target.statement_timeout_ms)
+        runner.set_statement_timeout(plan.target.statement_timeout_ms)
     return results

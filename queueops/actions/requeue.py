@@ -101,14 +101,13 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     values = _values(q, plan.observed["cutoff"])
 
     def batch(n: int) -> list[Any]:
-        rows = runner.session.run(sqlf.render(plan.observed["block"], frags, {**values, "batch_n": n}))
+        rows = runner.execute(sqlf.render(plan.observed["block"], frags, {**values, "batch_n": n}), step="batch")
         return [r["item"] for r in rows]
 
     summaries = run_batches(runner, planned_rows=plan.observed["count"], batch_size=opts.batch_size,
                             max_items=opts.max_items, pause_s=opts.pause_s, batch=batch)
     unfailed = "_unfailed" if q.kind == "lease" and q.error_column else ""
-    left = int(runner.session.run(sqlf.render(f"count_{q.kind}{unfailed}", frags,
-                                              {**values, "limit_n": LIMIT_ALL}))[0]["n"])
+    left = int(runner.execute(sqlf.render(f"count_{q.kind}{unfailed}", frags, {**values, "limit_n": LIMIT_ALL}))[0]["n"])
     if left:
         summaries.append({"left": left, "note": "still older than the cutoff: held by other sessions (skipped, "
                                                 "never waited for) or beyond --max-items"})

@@ -65,13 +65,15 @@ def open_session(target: Target, base_dir: Path | None, application: str, *,
         raise
 
 
-def set_statement_timeout(session: Session, timeout_ms: int) -> None:
-    """Change the bound of the following statements (index work runs longer than a batch)."""
+def statement_timeout(session: Session, timeout_ms: int) -> Statement | None:
+    """Bound the following statements (index work runs longer than a batch): on PostgreSQL the
+    statement that sets it (the caller runs it, logged), on SQL Server the driver's query timeout,
+    set here (no statement: None)."""
     if session.dialect == "postgresql":
-        session.run(sqlfiles.load("postgresql", "actions/session").render(
-            "statement_timeout", {}, {"statement_timeout": f"{int(timeout_ms)}ms"}))
-    else:
-        set_mssql_timeout(session.conn, timeout_ms)
+        return sqlfiles.load("postgresql", "actions/session").render(
+            "statement_timeout", {}, {"statement_timeout": f"{int(timeout_ms)}ms"})
+    set_mssql_timeout(session.conn, timeout_ms)
+    return None
 
 
 def set_mssql_timeout(conn: Connection, timeout_ms: int) -> None:

@@ -98,7 +98,7 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     old, new = plan.observed["old_value"], plan.observed["new_value"]
     stmt = runner.sql("watermark_reset").render("apply", fragments_for(q, runner.dialect),
                                                 {"new_value": new, "old_value": old})
-    rows = runner.session.run(stmt)
+    rows = runner.execute(stmt, step="compare-and-set", obj=fragments_for(q, runner.dialect).get("wm_table", ""))
     if not rows:
         raise Conflict(f"the watermark no longer is {old} (someone changed it after the preview): nothing was "
                        "written; preview again")

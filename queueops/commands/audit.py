@@ -1,8 +1,8 @@
 """``queueops audit``: the action audit log (who ran what, on which queue, with what outcome).
 
 Reading the log first marks records of actions whose process died as ``interrupted`` (see
-:mod:`queueops.actions.audit`). ``--id N`` shows one record in full: its SQL, parameters and the
-preview the operator confirmed.
+:mod:`queueops.actions.audit`). ``--id N`` shows one record in full: its SQL, parameters, the
+preview the operator confirmed and every statement it executed (its command rows, in order).
 """
 
 from __future__ import annotations
@@ -61,12 +61,35 @@ def _public(rec: dict[str, Any], full: bool) -> dict[str, Any]:
                                    "outcome", "rows_affected", "error", "host", "pid", "last_heard", "noticed_at")}
     if full:
         out["command"] = rec.get("command")
+        out["commands"] = rec.get("commands", [])
         for k in ("params", "preview"):
             try:
                 out[k] = json.loads(rec.get(k) or "null")
             except ValueError:
                 out[k] = rec.get(k)
     return jsonable(out)
+
+
+def _command(row: dict[str, Any]) -> dict[str, Any]:
+    """A command row as shown: its parameters parsed, its duration in seconds (None while open)."""
+    try:
+        params = json.loads(row.get("params") or "[]")
+    except ValueError:
+        params = row.get("params")
+    end, start = row.get("end_time"), row.get("start_time")
+    return {"seq": row["seq"], "step": row["step"], "object": row["object"], "statement": row["statement"],
+            "params": params, "start_time": start, "end_time": end, "rows": row["rows"], "error": row["error"],
+            "seconds": round((end - start).total_seconds(), 3) if end and start else None}
+
+
+def _print_commands(rows: list[dict[str, Any]]) -> None:
+    """Every statement the action ran, in order (one block each), as the server received it."""
+    print(f"\ncommands: {len(rows)} statement(s) executed")
+    for c in rows:
+        state = "OPEN (no end: the process stopped during it)" if c["end_time"] is None else (
+            f"{c['seconds']} s, {c['rows']} row(s)" + (f", ERROR {c['error']}" if c["error"] else ""))
+        print(f"\n#{c['seq']} {c['step'] or '(check)'} on {c['object']} at {c['start_time']}: {state}")
+        print(f"{c['statement']}\n-- params: {json.dumps(c['params'])}")
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -85,18 +108,22 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace, store: Any, audit: Any) -> int:  # noqa: ANN401 - Engine, the audit module
     if args.id is not None:
+        from queueops.actions.executor import commands
+
         rec = audit.entry(store, args.id)
         if rec is None:
             return fail(f"no audit record #{args.id}", 1)
+        rec["commands"] = [_command(c) for c in commands(store, args.id)]
         if args.json:
             print_json(_public(rec, True))
         else:
             full = _public(rec, True)
             for k, v in full.items():
-                if k in ("command", "params", "preview"):
+                if k in ("command", "params", "preview", "commands"):
                     continue
                 print(f"{k:14} {v}")
             print(f"\n{full['command']}\n-- params: {json.dumps(full['params'])}")
+            _print_commands(full["commands"])
             print(f"\npreview: {json.dumps(full['preview'], indent=2)[:4000]}")
         return 0
     try:

@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from pipeline.run import execute
+    from queueops import extras
+
+    extras.require("pipeline", "queueops pipeline run (Spark)")
 
     if not args.config:
         implicit = os.environ.get("QUEUEOPS_CONFIG") or DEFAULT_CONFIG

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import tomllib
 from pathlib import Path
 
 from queueops import config as config_mod
+from queueops import extras
 from queueops.commands.common import add_config_arg
 
 # Streamlit reads .streamlit/config.toml from the *working directory* only. The console keeps the
@@ -43,10 +45,16 @@ def config_options(path: Path = PROJECT_STREAMLIT_CONFIG) -> dict[str, str]:
 
 
 def streamlit_command(config: str | None, port: int, address: str = "localhost") -> tuple[list[str], dict[str, str]]:
-    """The command line and environment that run the console (shared with demo and the tests)."""
-    import console
+    """The command line and environment that run the console (shared with demo and the tests).
 
-    app = Path(console.__file__).resolve().parent / "app.py"
+    The console is found, not imported: the CLI sits below the console in the layering (it
+    launches it in its own process) and a collector-only install has no Streamlit.
+    """
+    extras.require("console", "queueops serve (the console)")
+    spec = importlib.util.find_spec("console")
+    if spec is None or not spec.submodule_search_locations:
+        raise extras.MissingExtra("queueops serve: the console package is not installed with queueops")
+    app = Path(list(spec.submodule_search_locations)[0]).resolve() / "app.py"
     env = dict(os.environ)
     # Resolve the config now: a relative path (or the ./queueops.toml default) means the caller's folder.
     path = config or env.get("QUEUEOPS_CONFIG") or config_mod.DEFAULT_CONFIG

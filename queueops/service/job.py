@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from collectors import runner
+from collectors.counters import CounterRates
 from queueops import engine
 from queueops.config import Config
 from queueops.rows import StatusRow, utcnow
@@ -30,11 +31,6 @@ log = logging.getLogger("queueops.service")
 # Jobs this far apart do not keep their connection between cycles.
 KEEP_CONNECTION_MAX_S = 60.0
 
-try:  # kept by the caller across cycles: cumulative counters become rates
-    from collectors.counters import CounterRates
-except ImportError:  # pragma: no cover - older collectors package
-    CounterRates = None  # type: ignore[assignment,misc]
-
 
 class CollectJob:
     def __init__(self, cfg: Config, plan: JobPlan, sink: Callable[[CollectJob, runner.CycleResult], None],
@@ -46,7 +42,7 @@ class CollectJob:
         self.conn: engine.Connection | None = None
         self.backoff = Backoff(plan.interval_s, cfg.schedule.backoff_max_s)
         self.address = probe_address(self.target, cfg.base_dir)
-        self.rates = CounterRates() if CounterRates is not None else None
+        self.rates = CounterRates()  # kept across cycles: cumulative counters become rates
         # Shared with the target's other jobs (the service passes one per target).
         self.outage = outage or TargetOutage(plan.target)
         self._seen_generation = self.outage.generation
@@ -127,8 +123,8 @@ class CollectJob:
         return None
 
     def _run(self, ts: datetime) -> runner.CycleResult:
-        kwargs = {"rates": self.rates} if self.rates is not None else {}
-        return runner.run_collectors(self.cfg, self.target, self.plan.collectors, conn=self.conn, ts=ts, **kwargs)
+        return runner.run_collectors(self.cfg, self.target, self.plan.collectors, conn=self.conn, ts=ts,
+                                     rates=self.rates)
 
     def _connect(self) -> engine.Connection:
         conn = engine.connect(self.target, "collect", self.cfg.base_dir, application="queueops-collect")

@@ -81,7 +81,7 @@ audit_log = Table(
     Column("action", String(64), nullable=False),
     Column("target", String(128), nullable=False),
     Column("queue", String(128), nullable=False),
-    Column("command", Text, nullable=False),        # the exact SQL, as run
+    Column("command", Text, nullable=False),        # the preview's statements; as run: audit_commands
     Column("params", Text, nullable=False, default="[]"),  # JSON
     Column("preview", Text, nullable=False, default="{}"),  # JSON: what the operator confirmed
     Column("rows_affected", Integer, nullable=True),
@@ -92,6 +92,26 @@ audit_log = Table(
     Column("last_heard", DateTime(timezone=True), nullable=True),
     Column("noticed_at", DateTime(timezone=True), nullable=True),
     Index("ix_audit_start", "start_time"),
+)
+
+# One row per statement an action executed (CommandExecute's CommandLog row per command), under
+# its audit_log record: written before the statement runs and completed after it, so a killed
+# action leaves its last statement open (end_time NULL). ``step`` names the preview step whose
+# statement this is ("" for the action's own checks and counts, which the preview does not list).
+audit_commands = Table(
+    "audit_commands", metadata,
+    Column("id", RowId, primary_key=True, autoincrement=True),
+    Column("audit_id", Integer, nullable=False),
+    Column("seq", Integer, nullable=False),          # 1, 2, ... within the action
+    Column("step", String(256), nullable=False, default=""),
+    Column("statement", Text, nullable=False),       # exactly as the server received it
+    Column("params", Text, nullable=False, default="[]"),  # JSON
+    Column("object", String(512), nullable=False, default=""),
+    Column("start_time", DateTime(timezone=True), nullable=False),
+    Column("end_time", DateTime(timezone=True), nullable=True),
+    Column("rows", Integer, nullable=True),          # rows the statement returned (RETURNING / OUTPUT keys)
+    Column("error", Text, nullable=False, default=""),
+    Index("ix_audit_commands_audit", "audit_id", "seq"),
 )
 
 lake_exports = Table(
