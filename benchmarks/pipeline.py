@@ -11,13 +11,22 @@ in a fresh child process so that memory is measured per engine:
   ``groupby().agg`` / ``quantile(0.95)`` (nearest-rank is not one of pandas' interpolations:
   ``higher`` is used; see docs/benchmarks.md).
 
-Peak RSS is the whole process tree's (Spark: the Python driver plus its JVM), sampled every 0.1 s.
+Before those, on the same lake: Spark's own **floor** (read, group by hour, target, queue and metric:
+count, min, mean, max, percentile_approx 0.95; count and write the result: two actions) and the
+pipeline's **whole job** (``pipeline.run.run``, full: rollups, findings, days, forecasts, fleet),
+with ``pipeline_over_floor``. Also the hourly **incremental** run (one more closed hour of 100
+queues, as the service runs it, JVM start included) and, with ``--big N``, the whole job on an
+N-row lake on ``local[2]`` with a 1 GB driver (``--no-compare``: only these).
+
+Peak RSS is the whole process tree's (Spark: the Python driver plus its JVM), sampled every 0.1 s,
+and so is its CPU time (``cpu_s``: steadier than wall time on a shared machine).
 Also measured at 1M rows: what ``percentile_approx`` costs (accuracy 10000 / 1000 / 100 / none),
 and pandas under a memory cap equal to what Spark needed at 10M rows (``--cap-mb``): the "lake
 larger than memory" case. Prints one JSON object.
 
     .venv/bin/python benchmarks/pipeline.py                 # 1M and 10M (about 5 minutes here)
     .venv/bin/python benchmarks/pipeline.py --sizes 1000000 # 1M only
+    .venv/bin/python benchmarks/pipeline.py --sizes "" --incremental-history 0 --big 100000000
 """
 
 from __future__ import annotations
@@ -131,6 +140,74 @@ def spark_worker(lake: str, accuracy: int, mode: str, driver_memory: str) -> dic
     return {"startup_s": round(started, 2), "job_s": round(job, 2)}
 
 
+def _jobs_and_stages(spark) -> dict:  # noqa: ANN001 - SparkSession
+    """How many Spark jobs (actions, plus listing / schema jobs) and stages (each shuffle adds one) ran."""
+    tracker = spark.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(None)
+    stages = sum(len(info.stageIds) for j in jobs if (info := tracker.getJobInfo(j)) is not None)
+    return {"spark_jobs": len(jobs), "spark_stages": stages}
+
+
+def floor_worker(lake: str, out: str, master: str, driver_memory: str) -> dict:
+    """Spark's own floor on this lake: read the Parquet, group by hour, target, queue and metric (count, min,
+    mean, max, percentile_approx 0.95), then count and write the result -- two actions, same session settings."""
+    from pyspark.sql import functions as F
+
+    from pipeline.spark import get_session
+
+    t0 = time.perf_counter()
+    spark = get_session(master, driver_memory=driver_memory)
+    started = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    df = spark.read.parquet(f"{lake}/snapshots")
+    agg = (df.groupBy(F.date_trunc("hour", "ts").alias("hour"), "target", "queue", "metric")
+           .agg(F.count("value").alias("samples"), F.min("value").alias("min"), F.avg("value").alias("mean"),
+                F.max("value").alias("max"), F.percentile_approx("value", 0.95, 1000).alias("p95")))
+    groups = agg.count()
+    agg.write.mode("overwrite").parquet(out)
+    job = time.perf_counter() - t1
+    res = {"startup_s": round(started, 2), "job_s": round(job, 2), "groups": groups, **_jobs_and_stages(spark)}
+    spark.stop()
+    return res
+
+
+class _Steps:
+    """A stand-in for the pipeline's progress bar that times each step of the run."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def step(self, name: str):  # noqa: ANN201 - a context manager
+        from contextlib import contextmanager
+
+        @contextmanager
+        def timed():  # noqa: ANN202
+            t = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - t, 2)
+        return timed()
+
+
+def pipeline_worker(lake: str, out: str, master: str, driver_memory: str) -> dict:
+    """The pipeline's whole job (``pipeline.run.run``, full): rollups, findings, days, forecasts, fleet."""
+    from pipeline import run as job
+    from pipeline.spark import get_session
+
+    t0 = time.perf_counter()
+    spark = get_session(master, driver_memory=driver_memory)
+    started = time.perf_counter() - t0
+    steps = _Steps()
+    t1 = time.perf_counter()
+    summary = job.run(spark, lake, out, full=True, progress=steps)
+    wall = time.perf_counter() - t1
+    res = {"startup_s": round(started, 2), "job_s": round(wall, 2), "steps_s": steps.seconds,
+           "findings": len(summary["findings"]), "forecasts_ok": summary["forecasts"], **_jobs_and_stages(spark)}
+    spark.stop()
+    return res
+
+
 def pandas_worker(lake: str, max_gap_s: float = 600.0) -> dict:
     import numpy as np
     import pandas as pd
@@ -169,10 +246,12 @@ def pandas_worker(lake: str, max_gap_s: float = 600.0) -> dict:
 
 # ---- measuring a child process tree -------------------------------------------------------------
 
-def _tree_rss_kb(pid: int) -> int:
-    """RSS of a process and all its descendants (the JVM is a child of the Python driver)."""
+def _tree_rss_kb(pid: int, cpu_ticks: dict[int, int] | None = None) -> int:
+    """RSS of a process and all its descendants (the JVM is a child of the Python driver); records each
+    one's CPU time so far (user + system, clock ticks) in ``cpu_ticks``."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
+    cpu: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -180,6 +259,7 @@ def _tree_rss_kb(pid: int) -> int:
             stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
             ppid = int(stat[1])
             rss[int(entry)] = int(stat[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+            cpu[int(entry)] = int(stat[11]) + int(stat[12])
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(entry))
@@ -187,27 +267,36 @@ def _tree_rss_kb(pid: int) -> int:
     while todo:
         p = todo.pop()
         total += rss.get(p, 0)
+        if cpu_ticks is not None and p in cpu:
+            cpu_ticks[p] = max(cpu_ticks.get(p, 0), cpu[p])
         todo += children.get(p, [])
     return total
 
 
-def measure(args: list[str], cap_mb: int | None = None, timeout: float = 3600) -> dict:
+def measure(args: list[str], cap_mb: int | None = None, timeout: float = 3600, *,
+            command: list[str] | None = None) -> dict:
+    """Run a worker of this file (or ``command``) in a child process: its wall, peak tree RSS, its JSON."""
     def limit() -> None:
         if cap_mb:
             resource.setrlimit(resource.RLIMIT_AS, (cap_mb * 2**20, cap_mb * 2**20))
 
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=limit if cap_mb else None, cwd=ROOT)  # noqa: PLW1509
-    peak = 0
+    proc = subprocess.Popen(command or [sys.executable, __file__, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=limit if cap_mb else None,
+                            cwd=ROOT)  # noqa: PLW1509
+    peak, ticks = 0, {}
     while proc.poll() is None:
-        peak = max(peak, _tree_rss_kb(proc.pid))
+        peak = max(peak, _tree_rss_kb(proc.pid, ticks))
         time.sleep(0.1)
         if time.perf_counter() - t0 > timeout:
             proc.kill()
     out, err = proc.communicate()
     wall = time.perf_counter() - t0
-    res: dict = {"ok": proc.returncode == 0, "process_wall_s": round(wall, 2), "peak_rss_mb": round(peak / 1024)}
+    # CPU seconds of the tree (sampled every 0.1 s, so the last moments are missed): steadier than wall
+    # time when something else runs on the machine.
+    cpu_s = sum(ticks.values()) / os.sysconf("SC_CLK_TCK")
+    res: dict = {"ok": proc.returncode == 0, "process_wall_s": round(wall, 2), "peak_rss_mb": round(peak / 1024),
+                 "cpu_s": round(cpu_s, 1)}
     if proc.returncode == 0:
         res.update(json.loads(out.strip().splitlines()[-1]))
     else:
@@ -223,6 +312,67 @@ def engine_result(r: dict, rows: int) -> dict:
     return {**r, "wall_s": wall, "rows_per_s": round(rows / wall) if wall else None}
 
 
+def floor_and_pipeline(lake: Path, out: Path, master: str, driver_memory: str, rows: int) -> dict:
+    """The floor and the pipeline's job on the same lake, one after the other, each in a fresh process."""
+    common = ["--lake", str(lake), "--master", master, "--driver-memory", driver_memory]
+    entry: dict = {"load_avg_before_floor": round(os.getloadavg()[0], 2)}
+    entry["floor"] = engine_result(measure(["--worker", "floor", "--out", str(out / "floor"), *common]), rows)
+    entry["load_avg_before_pipeline"] = round(os.getloadavg()[0], 2)
+    entry["pipeline"] = engine_result(measure(["--worker", "pipeline", "--out", str(out / "gold"), *common]), rows)
+    shutil.rmtree(out, ignore_errors=True)
+    fl, pl = entry["floor"], entry["pipeline"]
+    if fl.get("ok") and pl.get("ok"):
+        entry["pipeline_over_floor"] = {"job": round(pl["job_s"] / fl["job_s"], 2),
+                                        "process_wall": round(pl["process_wall_s"] / fl["process_wall_s"], 2),
+                                        "cpu": round(pl["cpu_s"] / fl["cpu_s"], 2) if fl["cpu_s"] else None}
+    return entry
+
+
+def incremental(lake: Path, out: Path, history: int, driver_memory: str) -> dict:
+    """The hourly ``after_export`` run: ``history`` hours already in gold, then one more closed hour of
+    100 queues (240,000 rows); timed as the service runs it (``python -m queueops.cli pipeline run --quiet
+    --json``, a fresh process, JVM start included)."""
+    info = make_lake(lake, (history + 1) * ROWS_PER_HOUR)
+    last = T0 + timedelta(hours=history)
+    folder = lake / "snapshots" / f"date={last:%Y-%m-%d}" / f"hour={last:%H}"
+    aside = lake.parent / "held-back-hour"
+    shutil.move(folder, aside)
+    setup = measure(["--worker", "pipeline", "--lake", str(lake), "--out", str(out), "--master", "local[*]",
+                     "--driver-memory", driver_memory])
+    shutil.move(aside, folder)
+    load = round(os.getloadavg()[0], 2)
+    run = measure([], command=[sys.executable, "-m", "queueops.cli", "pipeline", "run", "--lake", str(lake),
+                               "--out", str(out), "--quiet", "--json"])
+    summary = {k: run.get(k) for k in ("mode", "recomputed_hours", "read_hours", "wall_s")}
+    shutil.rmtree(lake, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"history_hours": history, "lake": info, "setup_full_run_job_s": setup.get("job_s"),
+            "load_avg_before": load, "ok": run["ok"], "process_wall_s": run["process_wall_s"],
+            "peak_rss_mb": run["peak_rss_mb"], "cpu_s": run["cpu_s"], "job_wall_s": summary.pop("wall_s"), **summary,
+            **({"error": run["error"]} if not run["ok"] else {})}
+
+
+def big_lake(base: Path, rows: int) -> dict:
+    """The pipeline's job on a large lake on ``local[2]`` with a 1 GB driver: time and peak RSS. The lake
+    is written hour by hour (memory bounded by one hour of rows); skipped when the disk cannot hold it."""
+    need = int(rows * 12 * 1.5)  # ~9 bytes per row in the lake's Parquet, plus room for the gold tables
+    free = shutil.disk_usage(base).free
+    if free < need:
+        return {"rows": rows, "skipped": f"needs about {need / 2**30:.1f} GB free under {base}, "
+                                         f"{free / 2**30:.1f} GB available"}
+    lake = base / f"lake-{rows}"
+    t = time.perf_counter()
+    info = make_lake(lake, rows)
+    info["generate_s"] = round(time.perf_counter() - t, 1)
+    load = round(os.getloadavg()[0], 2)
+    r = engine_result(measure(["--worker", "pipeline", "--lake", str(lake), "--out", str(base / "out-big"),
+                               "--master", "local[2]", "--driver-memory", "1g"], timeout=7200), rows)
+    shutil.rmtree(lake, ignore_errors=True)
+    shutil.rmtree(base / "out-big", ignore_errors=True)
+    return {"rows": rows, "master": "local[2]", "driver_memory": "1g", "lake": info, "load_avg_before": load,
+            "pipeline": r}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000000,10000000", help="comma-separated row counts")
@@ -232,7 +382,16 @@ def main() -> None:
                     help="also run pandas at the largest size under this address-space cap (0: Spark's peak RSS "
                          "at that size)")
     ap.add_argument("--no-accuracy", action="store_true", help="skip the percentile_approx cost runs")
-    ap.add_argument("--worker", choices=["spark", "pandas"], help=argparse.SUPPRESS)
+    ap.add_argument("--no-compare", action="store_true",
+                    help="only the floor and the pipeline's job (skip the rollup-only Spark, pandas, accuracy runs)")
+    ap.add_argument("--master", default="local[*]", help="Spark master of the floor and the pipeline runs")
+    ap.add_argument("--incremental-history", type=int, default=6,
+                    help="hours already processed before the timed incremental run of one more hour (0: skip)")
+    ap.add_argument("--big", type=int, default=0,
+                    help="also run the pipeline's job on a lake of this many rows on local[2] with a 1 GB driver "
+                         "(e.g. 100000000; skipped with a message when the disk cannot hold the lake)")
+    ap.add_argument("--worker", choices=["spark", "pandas", "floor", "pipeline"], help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--lake", help=argparse.SUPPRESS)
     ap.add_argument("--accuracy", type=int, default=1000, help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="1h", help=argparse.SUPPRESS)
@@ -243,8 +402,12 @@ def main() -> None:
     if a.worker == "pandas":
         print(json.dumps(pandas_worker(a.lake)))
         return
+    if a.worker in ("floor", "pipeline"):
+        fn = floor_worker if a.worker == "floor" else pipeline_worker
+        print(json.dumps(fn(a.lake, a.out, a.master, a.driver_memory)))
+        return
 
-    sizes = [int(float(s)) for s in a.sizes.split(",")]
+    sizes = [int(float(s)) for s in a.sizes.split(",") if s.strip()]  # --sizes "": none (e.g. --big only)
     base = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="qo-bench-pipeline-"))
     result: dict = {"machine": {"cpus": os.cpu_count(), "load_avg_at_start": [round(x, 2) for x in os.getloadavg()]},
                     "layout": f"{QUEUES} queues x {METRICS} metrics every {STEP_S} s = {ROWS_PER_HOUR:,} rows/hour",
@@ -255,12 +418,18 @@ def main() -> None:
             t = time.perf_counter()
             info = make_lake(lake, n)
             info["generate_s"] = round(time.perf_counter() - t, 1)
+            entry = floor_and_pipeline(lake, base / f"out-{n}", a.master, a.driver_memory, n)
+            entry["lake"] = info
+            result["sizes"][str(n)] = entry
+            if a.no_compare:
+                shutil.rmtree(lake, ignore_errors=True)
+                continue
             spark = engine_result(measure(["--worker", "spark", "--lake", str(lake), "--accuracy", "1000",
                                            "--driver-memory", a.driver_memory]), n)
             pandas = engine_result(measure(["--worker", "pandas", "--lake", str(lake)]), n)
-            entry = {"lake": info, "spark": spark, "pandas": pandas}
+            entry.update({"spark_rollup_only": spark, "pandas": pandas})
             if spark.get("ok") and pandas.get("ok"):
-                entry["spark_over_pandas_wall"] = round(spark["wall_s"] / pandas["wall_s"], 2)
+                entry["spark_rollup_over_pandas_wall"] = round(spark["wall_s"] / pandas["wall_s"], 2)
             if n == sizes[0] and not a.no_accuracy:
                 entry["percentile_approx_cost"] = {
                     label: engine_result(measure(["--worker", "spark", "--lake", str(lake), "--accuracy", acc,
@@ -268,21 +437,26 @@ def main() -> None:
                     for label, acc, mode in [("accuracy_10000", "10000", "1h"), ("accuracy_100", "100", "1h"),
                                              ("no_p95", "1", "no_p95"), ("5m_and_1h_accuracy_1000", "1000", "5m+1h")]}
             result["sizes"][str(n)] = entry
-        if len(sizes) > 1:
+        if a.incremental_history > 0:
+            result["incremental"] = incremental(base / "lake-incremental", base / "out-incremental",
+                                                a.incremental_history, a.driver_memory)
+        if a.big:
+            result["big"] = big_lake(base, a.big)
+        if len(sizes) > 1 and not a.no_compare:
             lo, hi = result["sizes"][str(sizes[0])], result["sizes"][str(sizes[-1])]
             result["growth"] = {"rows": round(sizes[-1] / sizes[0], 1)}
-            for eng in ("spark", "pandas"):
+            for eng in ("spark_rollup_only", "pandas"):
                 if lo[eng].get("ok") and hi[eng].get("ok"):
                     result["growth"][eng] = {"wall": round(hi[eng]["wall_s"] / lo[eng]["wall_s"], 2),
                                              "peak_rss": round(hi[eng]["peak_rss_mb"] / lo[eng]["peak_rss_mb"], 2)}
             big = str(sizes[-1])
-            cap = a.cap_mb or result["sizes"][big]["spark"].get("peak_rss_mb")
+            cap = a.cap_mb or result["sizes"][big]["spark_rollup_only"].get("peak_rss_mb")
             if cap:
                 capped = measure(["--worker", "pandas", "--lake", str(base / f"lake-{big}")], cap_mb=int(cap))
                 result["bounded_memory"] = {
                     "cap_mb": int(cap), "rows": int(big),
                     "pandas_under_cap": engine_result(capped, int(big)),
-                    "spark_peak_rss_mb": result["sizes"][big]["spark"].get("peak_rss_mb"),
+                    "spark_peak_rss_mb": result["sizes"][big]["spark_rollup_only"].get("peak_rss_mb"),
                     "note": "pandas given the memory Spark used at this size (address-space cap)"}
     finally:
         if not a.dir:

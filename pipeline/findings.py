@@ -2,7 +2,8 @@
 
 The rules read one *profile* row per (target, database, queue, hour): the hourly rollup's
 numbers for the metrics they need, pivoted into columns, plus three kinds of signal that hourly
-numbers cannot carry (built by :func:`signals`):
+numbers cannot carry (counted per hour in the rollups' one pass over the lake,
+``pipeline.rollups.SIGNAL_COLUMNS``, and made profile rows by :func:`signals`):
 
 * ``stuck_leases:held`` -- samples where stuck leases were > 0 on ``stuck_cycles`` consecutive
   samples (a look-back of at most one hour, so one hour of margin suffices);
@@ -29,6 +30,7 @@ from pipeline import metrics as m
 from pipeline.params import Params
 from pipeline.rollups import floor_sql, sql_list
 from pipeline.thresholds import Thresholds
+from queueops import judge
 
 FINDING_SCHEMA = (
     "rule string, severity string, target string, database string, queue string, metric string, "
@@ -39,35 +41,8 @@ QKEYS = ["target", "database", "queue"]
 
 HELD, NEG, POS, ANY, BURST = ":held", ":neg", ":pos", ":any", ":burst"
 
-# Recommended actions (from the queue-kind articles and the design's actions); {q} is the queue's name.
-ACTIONS = {
-    "ghosts_held_by_snapshot":
-        "End the transaction holding the oldest snapshot (root-cause panel: its session). While it is open, "
-        "ghost cleanup / VACUUM cannot remove deleted rows and every dequeue scans through them. Then let "
-        "cleanup run (PostgreSQL: VACUUM). For a delete queue, the watermark pattern keeps dequeues off the "
-        "ghosts (watermark-queue).",
-    "stuck_leases":
-        "Requeue the stuck items: `queueops act requeue --queue {q}` (leases older than the lease timeout, "
-        "in batches, each row only if its lease is unchanged). Then find why the consumer died (lease-queue).",
-    "stranded_items":
-        "Reset the watermark: `queueops act watermark-reset --queue {q}` (lowest ready key minus the buffer). "
-        "Items below the watermark are never dequeued (watermark-queue).",
-    "fragmentation":
-        "Rebuild or reorganize the index: `queueops act rebuild --queue {q}` (SQL Server REORGANIZE, or "
-        "REBUILD WITH (ONLINE = ON) where the edition allows; PostgreSQL REINDEX INDEX CONCURRENTLY). Keep "
-        "payloads in a side table so the queue index can be rebuilt online (high-performance-queue).",
-    "lock_timeout_burst":
-        "Find the blocker (root-cause panel: blocking chains). Dequeue with READPAST / SKIP LOCKED and ROWLOCK "
-        "in short transactions; split metadata from payload (QueueMeta / QueueData) to cut lock contention "
-        "(tables-as-queues, high-performance-queue).",
-    "lock_waits":
-        "Find the session holding the lock on the queue table (root-cause panel: blocking chains) and end "
-        "it; dequeuers should use SKIP LOCKED / READPAST and keep transactions short (tables-as-queues).",
-    "consumers_stalled":
-        "Consumers are not taking the oldest item while depth stays flat: check that consumers run and are "
-        "not failing on the head item (a poison message); requeue expired items "
-        "(`queueops act requeue --queue {q}`) or move the failing one aside.",
-}
+# Recommended actions by rule id: the judge's advice texts (queueops/judge.py); {q} is the queue's name.
+ACTIONS = judge.ADVICE
 
 # What the profile keeps of each metric (or signal): metric -> hourly statistics.
 _TREND = ("samples", "first", "last", "slope_per_s", "first_ts", "last_ts")
@@ -102,29 +77,24 @@ def col(metric: str, stat: str) -> str:
     return f"{metric.replace(':', '_')}__{stat}"
 
 
-def signals(samples: DataFrame, rollups5m: DataFrame, p: Params) -> DataFrame:
-    """Signal rows (profile input) that need raw samples or 5-minute windows."""
-    n = p.stuck_cycles
+def signals(rolled: DataFrame, p: Params) -> DataFrame:
+    """Signal rows (profile input) from the rollups: the hourly counts of samples where a rule's
+    condition held (:data:`pipeline.rollups.SIGNAL_COLUMNS`, computed in the rollups' single pass over
+    the lake) and the 5-minute windows whose lock-timeout count reached ``lock_timeout_burst``."""
+    suffix = (f"CASE metric WHEN '{m.STUCK_LEASES}' THEN '{HELD}' WHEN '{m.WATERMARK_DRIFT}' THEN '{NEG}' "
+              f"WHEN '{m.STRANDED}' THEN '{POS}' ELSE '{ANY}' END")
     names = sql_list((m.STUCK_LEASES, m.WATERMARK_DRIFT, m.STRANDED, m.LOCK_WAITERS, m.LOCK_BLOCKERS))
-    frame = f"OVER (PARTITION BY target, database, queue, metric ORDER BY ts, value ROWS BETWEEN {n - 1} PRECEDING " \
-            "AND CURRENT ROW)"
-    s = samples.where(f"metric IN ({names}) AND value IS NOT NULL").selectExpr(
-        "*", f"count(value) {frame} AS fn", f"min(value) {frame} AS fmin", f"min(ts) {frame} AS fstart")
-    sig = (f"CASE WHEN metric = '{m.STUCK_LEASES}' AND fn = {n} AND fmin > 0 "
-           f"AND unix_micros(ts) - unix_micros(fstart) <= 3600000000L THEN '{m.STUCK_LEASES}{HELD}' "
-           f"WHEN metric = '{m.WATERMARK_DRIFT}' AND value < 0 THEN '{m.WATERMARK_DRIFT}{NEG}' "
-           f"WHEN metric = '{m.STRANDED}' AND value > 0 THEN '{m.STRANDED}{POS}' "
-           f"WHEN metric = '{m.LOCK_WAITERS}' AND value >= 1 THEN '{m.LOCK_WAITERS}{ANY}' "
-           f"WHEN metric = '{m.LOCK_BLOCKERS}' AND value >= 1 THEN '{m.LOCK_BLOCKERS}{ANY}' END")
-    raw = (s.where("in_scope").selectExpr("*", f"{sig} AS signal").where("signal IS NOT NULL")
-           .selectExpr(*QKEYS, "hour_start", "signal AS metric", "1L AS samples", "value AS min", "value AS max",
-                       "value AS mean", "value AS sum", "value AS first", "value AS last", "ts AS first_ts", "ts AS last_ts",
-                       "CAST(NULL AS DOUBLE) AS slope_per_s", "CAST(NULL AS STRING) AS peak_note",
-                       "CAST(NULL AS DOUBLE) AS delta", "CAST(NULL AS DOUBLE) AS rate_per_s"))
+    raw = (rolled.where(f"window = '1h' AND metric IN ({names}) AND sig_samples > 0")
+           .selectExpr(*QKEYS, "window_start AS hour_start", f"concat(metric, {suffix}) AS metric",
+                       "sig_samples AS samples", "sig_min AS min", "sig_max AS max", "CAST(NULL AS DOUBLE) AS mean",
+                       "CAST(NULL AS DOUBLE) AS sum", "CAST(NULL AS DOUBLE) AS first", "CAST(NULL AS DOUBLE) AS last",
+                       "sig_first_ts AS first_ts", "sig_last_ts AS last_ts", "CAST(NULL AS DOUBLE) AS slope_per_s",
+                       "CAST(NULL AS STRING) AS peak_note", "CAST(NULL AS DOUBLE) AS delta",
+                       "CAST(NULL AS DOUBLE) AS rate_per_s"))
     # Counters burst by their delta; PostgreSQL's per-cycle timeout counts by their sum.
     events = sql_list(m.LOCK_TIMEOUT_EVENTS)
     n5 = f"CASE WHEN metric IN ({events}) THEN sum ELSE delta END"
-    bursts = (rollups5m.where(f"window = '5m' AND metric IN ({sql_list((*m.LOCK_TIMEOUTS, *m.LOCK_TIMEOUT_EVENTS))})")
+    bursts = (rolled.where(f"window = '5m' AND metric IN ({sql_list((*m.LOCK_TIMEOUTS, *m.LOCK_TIMEOUT_EVENTS))})")
               .selectExpr("*", f"{n5} AS n5").where(f"n5 >= {float(p.lock_timeout_burst)!r}D")
               .selectExpr(*QKEYS, f"{floor_sql('window_start', 3600)} AS hour_start",
                           f"concat(metric, '{BURST}') AS metric", "1L AS samples", "n5 AS min", "n5 AS max",
@@ -338,8 +308,6 @@ def evaluate(prof: DataFrame, p: Params, rules: dict[str, Rule] | None = None) -
     return out.select(*FINDING_COLUMNS)
 
 
-def all_findings(samples: DataFrame, hourly: DataFrame, rollups5m: DataFrame, th: Thresholds,
-                 p: Params) -> DataFrame:
-    """Every rule over the hours in scope: ``samples`` from :func:`pipeline.rollups.prepare`
-    (with margin), ``hourly`` / ``rollups5m`` the rollups of those hours."""
-    return evaluate(profile(hourly, signals(samples, rollups5m, p), th), p)
+def all_findings(rolled: DataFrame, th: Thresholds, p: Params) -> DataFrame:
+    """Every rule over the hours in scope: ``rolled`` from :func:`pipeline.rollups.rollups_and_signals`."""
+    return evaluate(profile(rolled, signals(rolled, p), th), p)

@@ -55,6 +55,14 @@ ROLLUP_SCHEMA = (
     "peak_note string, delta double, covered_s double, rate_per_s double, resets int, "
     "quantiles array<double>, date string, hour string")
 ROLLUP_COLUMNS = [c.split()[0] for c in ROLLUP_SCHEMA.split(", ")]
+# Per window, over the samples where a rule's condition held (``signal``): how many, their least and
+# greatest value, the first and last such time. Not gold columns: the findings read them from the
+# same (cached) aggregation as the rollups.
+SIGNAL_COLUMNS = ["sig_samples", "sig_min", "sig_max", "sig_first_ts", "sig_last_ts"]
+# Conditions a rule looks for in single samples (the stuck-lease run is computed in :func:`with_deltas`).
+SIMPLE_SIGNAL = (f"coalesce(CASE WHEN metric = '{m.WATERMARK_DRIFT}' THEN value < 0 "
+                 f"WHEN metric = '{m.STRANDED}' THEN value > 0 "
+                 f"WHEN metric IN ('{m.LOCK_WAITERS}', '{m.LOCK_BLOCKERS}') THEN value >= 1 END, false)")
 
 
 def sql_list(names: Sequence[str]) -> str:
@@ -103,28 +111,42 @@ def with_deltas(df: DataFrame, params: Params) -> DataFrame:
     ``cntr_type`` is a level, not a total: no delta. Margin rows must be present so that the
     first interval of a recomputed hour finds its previous sample; the rollups keep only
     ``in_scope`` rows afterwards.
+
+    ``signal`` marks the samples a finding rule looks for (see :data:`SIMPLE_SIGNAL`; stuck leases
+    held on ``stuck_cycles`` consecutive samples): the rollups count them per window, so the
+    findings need no second pass over the lake.
     """
     counter = m.counter_sql()
-    gauges = df.where(f"NOT {counter}").selectExpr(
-        "*", "CAST(NULL AS DOUBLE) AS delta", "CAST(NULL AS DOUBLE) AS covered_s", "CAST(NULL AS INT) AS reset")
+    # Stuck leases need a look-back over the key's previous samples, like counters: they share the sort.
+    looked = f"(metric = '{m.STUCK_LEASES}' AND value IS NOT NULL)"
+    gauges = df.where(f"NOT {counter} AND NOT {looked}").selectExpr(
+        "*", "CAST(NULL AS DOUBLE) AS delta", "CAST(NULL AS DOUBLE) AS covered_s", "CAST(NULL AS INT) AS reset",
+        f"{SIMPLE_SIGNAL} AS signal")
     gap_us = int(params.max_gap_s * 1e6)
     instant = ", ".join(str(t) for t in m.INSTANT_CNTR_TYPES)
     cols = list(df.columns)
     epochs = sql_list(m.EPOCHS)
     # One scan for counters and epochs: each counter sample takes the latest epoch as of its time.
-    both = df.where(f"value IS NOT NULL AND ({counter} OR (metric IN ({epochs}) AND queue = ''))").selectExpr(
-        *cols, f"metric IN ({epochs}) AS is_epoch")
+    both = df.where(f"value IS NOT NULL AND ({counter} OR {looked} OR (metric IN ({epochs}) AND queue = ''))"
+                    ).selectExpr(*cols, f"metric IN ({epochs}) AS is_epoch")
     # Running frames (linear), not a sliding RANGE frame (which re-reads the frame for every row):
     # the latest epoch so far and its time; it counts only if no older than max_gap_s.
     run = "OVER (PARTITION BY target, database ORDER BY ts, is_epoch DESC ROWS UNBOUNDED PRECEDING)"
     asof = (f"CASE WHEN unix_micros(ts) - unix_micros(last(CASE WHEN is_epoch THEN ts END, true) {run}) "
             f"<= {gap_us}L THEN last(CASE WHEN is_epoch THEN value END, true) {run} END")
     w = "OVER (PARTITION BY target, database, queue, metric ORDER BY ts, value)"
+    n = int(params.stuck_cycles)
+    frame = ("OVER (PARTITION BY target, database, queue, metric ORDER BY ts, value "
+             f"ROWS BETWEEN {n - 1} PRECEDING AND CURRENT ROW)")
     lagged = (both.selectExpr(*cols, "is_epoch", f"{asof} AS epoch")
               .where("NOT is_epoch")
               .selectExpr(*cols, "epoch", f"lag(ts) {w} AS prev_ts", f"lag(value) {w} AS prev_v",
-                          f"lag(epoch) {w} AS prev_epoch"))
-    valid = (f"(prev_ts IS NOT NULL AND unix_micros(ts) > unix_micros(prev_ts) "
+                          f"lag(epoch) {w} AS prev_epoch", f"count(value) {frame} AS fn",
+                          f"min(value) {frame} AS fmin", f"min(ts) {frame} AS fstart"))
+    # Stuck leases > 0 on stuck_cycles consecutive samples, the first of them at most an hour back.
+    held = (f"(metric = '{m.STUCK_LEASES}' AND fn = {n} AND fmin > 0 "
+            "AND unix_micros(ts) - unix_micros(fstart) <= 3600000000L)")
+    valid = (f"({counter} AND prev_ts IS NOT NULL AND unix_micros(ts) > unix_micros(prev_ts) "
              f"AND unix_micros(ts) - unix_micros(prev_ts) <= {gap_us}L "
              f"AND NOT coalesce(startswith(note, '{{') AND CAST(get_json_object(note, '$.cntr_type') AS BIGINT) "
              f"IN ({instant}), false))")
@@ -133,7 +155,7 @@ def with_deltas(df: DataFrame, params: Params) -> DataFrame:
         *df.columns,
         f"CASE WHEN {valid} THEN (CASE WHEN {restart} THEN value ELSE value - prev_v END) END AS delta",
         f"CASE WHEN {valid} THEN (unix_micros(ts) - unix_micros(prev_ts)) / 1e6 END AS covered_s",
-        f"CASE WHEN {valid} THEN CAST({restart} AS INT) END AS reset")
+        f"CASE WHEN {valid} THEN CAST({restart} AS INT) END AS reset", f"{held} AS signal")
     return gauges.unionByName(counters_df)
 
 
@@ -144,10 +166,15 @@ def sketch_points(params: Params) -> list[float]:
     return sorted(pts)
 
 
-def _aggregate(grouped, params: Params, *, sketch: bool, sketch_when: str | None = None) -> DataFrame:  # noqa: ANN001
+def _aggregate(grouped, params: Params, *, sketch: bool, sketch_when: str | None = None,  # noqa: ANN001
+               x_origin_us: str = "0L") -> DataFrame:
     """The rollup aggregates over grouped rows. ``sketch``: keep the quantile sketch;
     ``sketch_when``: only for rows matching this condition, a plain p95 from the others (the
-    sketch's 99 percentiles cost more to evaluate than one)."""
+    sketch's 99 percentiles cost more to evaluate than one).
+
+    ``x_origin_us``: the window's start (epoch micros, an expression): the slope's x is seconds since
+    then. Seconds since 1970 (~1.8e9) lost about eight digits to cancellation, so the slope's last
+    digits depended on how Spark happened to split and merge the partial aggregates."""
     acc = int(params.p95_accuracy)
     notes = sql_list(m.NOTE_METRICS)
     pts = sketch_points(params)
@@ -166,7 +193,7 @@ def _aggregate(grouped, params: Params, *, sketch: bool, sketch_when: str | None
     aggs = ["count(value) AS samples", "min(value) AS min", "avg(value) AS mean", "max(value) AS max",
             "sum(value) AS sum", *quant, f"min_by(value, {sample_ts}) AS first",
             f"max_by(value, {sample_ts}) AS last", f"min({sample_ts}) AS first_ts", f"max({sample_ts}) AS last_ts",
-            "regr_slope(value, unix_micros(ts) / 1e6) AS slope_per_s",
+            f"regr_slope(value, (unix_micros(ts) - {x_origin_us}) / 1e6) AS slope_per_s",
             f"max_by(CASE WHEN metric IN ({notes}) THEN note END, CASE WHEN metric IN ({notes}) THEN value END) "
             "AS peak_note",
             "sum(delta) AS delta", "sum(covered_s) AS covered_s", "CAST(sum(reset) AS INT) AS resets"]
@@ -182,7 +209,7 @@ def rollup(df: DataFrame, window: str, params: Params, *, sketch: bool = False) 
     """
     secs = WINDOW_SECONDS[window]
     out = _aggregate(df.where("in_scope").groupBy(*KEYS, F.expr(floor_sql("ts", secs)).alias("window_start")),
-                     params, sketch=sketch)
+                     params, sketch=sketch, x_origin_us=f"unix_micros({floor_sql('ts', secs)})")
     return _finish(out, window, secs)
 
 
@@ -206,18 +233,23 @@ def day_from_hours(hours: DataFrame) -> DataFrame:
     h = hours.selectExpr(
         *KEYS, "window_start", "samples", "min", "max", "sum", "first", "last", "first_ts", "last_ts", "peak_note",
         "delta", "covered_s", "resets", f"{floor_sql('window_start', 86400)} AS day_start",
-        "transform(quantiles, q -> named_struct('v', q, 'w', CAST(samples AS DOUBLE))) AS hpts")
+        "quantiles", "transform(quantiles, q -> named_struct('v', q, 'w', CAST(samples AS DOUBLE))) AS hpts")
     agg = (h.groupBy(*KEYS, "day_start")
            .agg(*[F.expr(a) for a in (
                "sum(samples) AS samples", "min(min) AS min", "max(max) AS max", f"{_ordered_sum('sum')} AS sum",
-               "array_sort(flatten(collect_list(hpts))) AS pts", "min_by(first, first_ts) AS first",
+               "array_sort(flatten(collect_list(hpts))) AS pts",
+               "sum(CASE WHEN quantiles IS NOT NULL THEN CAST(size(quantiles) * samples AS DOUBLE) END) AS pts_weight",
+               "min_by(first, first_ts) AS first",
                "max_by(last, last_ts) AS last", "min(first_ts) AS first_ts", "max(last_ts) AS last_ts",
                "max_by(peak_note, max) AS peak_note", f"{_ordered_sum('delta')} AS delta",
                f"{_ordered_sum('covered_s')} AS covered_s", "CAST(sum(resets) AS INT) AS resets")]))
     # The day's p95: the first sketch point where the cumulative weight reaches 95 % of the total.
+    # The total weight is summed once per day by the aggregation (``pts_weight``), not once per point:
+    # inside the lambda it made the day's p95 quadratic in its points (24 hours x 99 = 2,376), which was
+    # most of a 10M-row run's time. Weights are whole numbers, so the sum is exact in any order.
     p95 = ("aggregate(pts, named_struct('c', 0D, 'r', CAST(NULL AS DOUBLE)), "
            "(acc, x) -> named_struct('c', acc.c + x.w, 'r', CASE WHEN acc.r IS NULL AND acc.c + x.w >= "
-           "0.95 * aggregate(pts, 0D, (s, y) -> s + y.w) THEN x.v ELSE acc.r END), acc -> acc.r)")
+           "0.95 * pts_weight THEN x.v ELSE acc.r END), acc -> acc.r)")
     out = agg.selectExpr(
         *KEYS, "day_start AS window_start", "samples", "min", "CASE WHEN samples > 0 THEN sum / samples END AS mean",
         "max", f"{p95} AS p95", "sum", "first", "last", "first_ts", "last_ts", "CAST(NULL AS DOUBLE) AS slope_per_s",
@@ -226,22 +258,56 @@ def day_from_hours(hours: DataFrame) -> DataFrame:
 
 
 def rollups(samples: DataFrame, params: Params) -> DataFrame:
-    """5-minute and hourly rollups of the in-scope rows of ``samples`` (from :func:`prepare`).
+    """5-minute and hourly rollups of the in-scope rows of ``samples`` (the gold columns only)."""
+    return rollups_and_signals(samples, params).select(*ROLLUP_COLUMNS)
 
-    One pass: each row is counted in its 5-minute and its hourly window (an ``explode`` of two),
-    so the lake is scanned and the counters sorted once. The hours keep their quantile sketch
-    (``quantiles``, for the day's p95); the 5-minute windows get a plain p95.
+
+def rollups_and_signals(samples: DataFrame, params: Params) -> DataFrame:
+    """5-minute and hourly rollups of the in-scope rows of ``samples`` (from :func:`prepare`), with
+    :data:`SIGNAL_COLUMNS` for the findings.
+
+    Each row is counted in its 5-minute and its hourly window (an ``explode`` of two), in two
+    aggregations joined on the window: every fixed-width aggregate (counts, extremes, sums, first
+    and last, slope, counter deltas, signals) in a hash aggregation that Spark compiles to Java, and
+    only ``percentile_approx`` and the peak's note (object and string buffers) in an object
+    aggregation. In one aggregation, those two made Spark evaluate every aggregate row by row,
+    interpreted -- most of the job's time. The percentiles need no counter deltas, so their side reads
+    the rows without the counters' sort. The hours keep their quantile sketch (``quantiles``, for the
+    day's p95); the 5-minute windows get a plain p95.
     """
-    d = with_deltas(samples, params)
-    two = d.where("in_scope").selectExpr(
-        "*", f"explode(array(named_struct('w', '5m', 's', {floor_sql('ts', 300)}), "
-             f"named_struct('w', '1h', 's', {floor_sql('ts', 3600)}))) AS win")
-    out = _aggregate(two.groupBy(*KEYS, F.expr("win.w").alias("window"), F.expr("win.s").alias("window_start")),
-                     params, sketch=True, sketch_when="win.w = '1h'")
+    acc = int(params.p95_accuracy)
+    pts = sketch_points(params)
+    arr = f"array({', '.join(f'{p!r}D' for p in pts)})"
+    notes = sql_list(m.NOTE_METRICS)
+    win = (f"explode(array(named_struct('w', '5m', 's', {floor_sql('ts', 300)}), "
+           f"named_struct('w', '1h', 's', {floor_sql('ts', 3600)}))) AS win")
+    group = [*KEYS, F.expr("win.w").alias("window"), F.expr("win.s").alias("window_start")]
+    sample_ts = "CASE WHEN value IS NOT NULL THEN ts END"  # times of samples, not of null rows
+    plain = [
+        "count(value) AS samples", "min(value) AS min", "avg(value) AS mean", "max(value) AS max",
+        "sum(value) AS sum", f"min_by(value, {sample_ts}) AS first", f"max_by(value, {sample_ts}) AS last",
+        f"min({sample_ts}) AS first_ts", f"max({sample_ts}) AS last_ts",
+        "regr_slope(value, (unix_micros(ts) - unix_micros(win.s)) / 1e6) AS slope_per_s",
+        "sum(delta) AS delta", "sum(covered_s) AS covered_s", "CAST(sum(reset) AS INT) AS resets",
+        "count_if(signal) AS sig_samples", "min(CASE WHEN signal THEN value END) AS sig_min",
+        "max(CASE WHEN signal THEN value END) AS sig_max", "min(CASE WHEN signal THEN ts END) AS sig_first_ts",
+        "max(CASE WHEN signal THEN ts END) AS sig_last_ts"]
+    objects = [
+        f"percentile_approx(CASE WHEN win.w = '1h' THEN value END, {arr}, {acc}) AS quantiles",
+        f"percentile_approx(CASE WHEN win.w = '5m' THEN value END, 0.95D, {acc}) AS p95_plain",
+        f"max_by(CASE WHEN metric IN ({notes}) THEN note END, CASE WHEN metric IN ({notes}) THEN value END) "
+        "AS peak_note"]
+    d = with_deltas(samples, params).where("in_scope").selectExpr("*", win)
+    fixed = d.groupBy(*group).agg(*[F.expr(a) for a in plain])
+    rows = samples.where("in_scope").selectExpr(*KEYS, "ts", "value", "note", win)
+    objs = rows.groupBy(*group).agg(*[F.expr(a) for a in objects])
+    # Every window of ``fixed`` is in ``objs`` (its rows are a superset: counter rows without a value too).
+    out = fixed.join(objs, [*KEYS, "window", "window_start"], "inner").selectExpr(
+        "*", f"coalesce(element_at(quantiles, {pts.index(0.95) + 1}), p95_plain) AS p95")
     return (out.selectExpr(*[c for c in out.columns if c != "quantiles"],
                            "CASE WHEN window = '1h' THEN quantiles END AS quantiles",
                            "timestamp_micros(unix_micros(window_start) + "
                            "(CASE WHEN window = '1h' THEN 3600 ELSE 300 END) * 1000000L) AS window_end",
                            "CASE WHEN covered_s > 0 THEN delta / covered_s END AS rate_per_s",
                            "date_format(window_start, 'yyyy-MM-dd') AS date", "date_format(window_start, 'HH') AS hour")
-            .select(*ROLLUP_COLUMNS))
+            .select(*ROLLUP_COLUMNS, *SIGNAL_COLUMNS))

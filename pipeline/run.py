@@ -139,21 +139,24 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
         cleared = gold.clear(fs_out, [p for h in recompute for p in gold.hour_paths(out, h)])
     summary["cleared"] = len(cleared)
 
-    samples = ru.prepare(ru.read_lake(spark, files), recompute)
+    # Only the rollups read the lake: their aggregation (with the findings' signal counts) is kept
+    # (memory, spilling to disk) for the rollups' write and the findings, then dropped.
+    from pyspark import StorageLevel
+
+    rolled = ru.rollups_and_signals(ru.prepare(ru.read_lake(spark, files), recompute), params)
+    rolled = rolled.persist(StorageLevel.MEMORY_AND_DISK)
     rollup_base = join(out, gold.ROLLUPS)
     findings_base = join(out, gold.FINDINGS)
     with step("rollups"):
-        gold.write_partitioned(ru.rollups(samples, params), rollup_base, ["window", "date", "hour"],
+        gold.write_partitioned(rolled.select(*ru.ROLLUP_COLUMNS), rollup_base, ["window", "date", "hour"],
                                gold.ROLLUP_ORDER)
     with step("findings"):
-        fresh = gold.read_partitions(spark, rollup_base, [gold.rollup_hour_path(out, w, h) for h in recompute
-                                                          for w in ("5m", "1h")], fs_out, ru.ROLLUP_SCHEMA)
-        # The profile is small (queues x hours): materialize it once, in one partition, so that
-        # the rules' union reads it instead of recomputing its aggregation once per rule.
-        prof = fnd.profile(fresh, fnd.signals(samples, fresh, params), th).coalesce(1).cache()
-        prof.count()
+        # The profile is small (queues x hours): kept in one partition, so that the rules' union
+        # reads it instead of recomputing its aggregation once per rule.
+        prof = fnd.profile(rolled, fnd.signals(rolled, params), th).coalesce(1).cache()
         found = fnd.evaluate(prof, params).cache()
         gold.write_partitioned(found, findings_base, ["date", "hour"], gold.FINDING_ORDER)
+        rolled.unpersist()
         summary["findings"] = [
             {"rule": r["rule"], "severity": r["severity"], "target": r["target"], "queue": r["queue"],
              "hour": f"{r['date']}T{r['hour']}", "summary": r["summary"]}

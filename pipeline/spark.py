@@ -64,7 +64,10 @@ def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str 
             "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
         })
     if local:
-        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                     # The driver lists the gold partitions it reads itself: above 32 paths Spark
+                     # would start a listing job (one task per folder), seconds for a day of hours.
+                     "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000"})
     conf.update(extra or {})
     return conf
 

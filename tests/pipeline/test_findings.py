@@ -29,7 +29,8 @@ def _rows() -> list:
     r += series(T0, five, [300.0 + 60 * i for i in range(12)], "", "oldest_snapshot_age_s", note=HOLDER)
     r += series(T0, five, [1000.0 + 400 * i for i in range(12)], "q_ghost2", "ghost_records", target="t2")
     r += series(T0, five, [5.0] * 12, "", "oldest_snapshot_age_s", target="t2")
-    # stuck leases: three consecutive samples > 0 versus never more than two in a row.
+    # stuck leases: four samples > 0 in a row, and runs of two (the judge's rule is one sample,
+    # queueops.judge.STUCK_SAMPLES: both are stuck; with stuck_cycles = 3 only the first would be).
     r += series(T0, 15, [0, 0, 2, 2, 2, 2, 0], "q_stuck", "stuck_leases")
     r += series(T0, 15, [95.0] * 7, "q_stuck", "oldest_lease_age_s")
     r += series(T0, 15, [0, 1, 1, 0, 1, 1, 0], "q_stuck_ok", "stuck_leases")
@@ -70,9 +71,8 @@ def found(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[st
     write_lake(lake, _rows())
     files = [str(p) for p in sorted(lake.rglob("*.parquet"))]
     p = Params()
-    samples = ru.prepare(ru.read_lake(spark, files))
-    rolled = ru.rollups(samples, p).cache()
-    rows = fnd.all_findings(samples, rolled, rolled, Thresholds(), p).collect()
+    rolled = ru.rollups_and_signals(ru.prepare(ru.read_lake(spark, files)), p).cache()
+    rows = fnd.all_findings(rolled, Thresholds(), p).collect()
     rolled.unpersist()
     out = {}
     for r in rows:
@@ -97,11 +97,13 @@ def test_ghosts_held_by_snapshot(found: dict) -> None:
 
 
 def test_stuck_leases(found: dict) -> None:
-    assert _queues(found, "stuck_leases") == {("t1", "q_stuck")}
+    assert _queues(found, "stuck_leases") == {("t1", "q_stuck"), ("t1", "q_stuck_ok")}
+    short = found[("stuck_leases", "t1", "q_stuck_ok")]
+    assert json.loads(short["evidence"])["samples_held"] == 4 and short["value"] == 1.0
     f = found[("stuck_leases", "t1", "q_stuck")]
-    # samples at 30, 45, 60, 75 s are > 0; the third consecutive one (60 s) is the first that holds.
-    assert f["first_ts"] == (T0 + 60 * S) and f["last_ts"] == (T0 + 75 * S)
-    assert json.loads(f["evidence"])["samples_held"] == 2
+    # samples at 30, 45, 60, 75 s are > 0; one sample is the judge's rule, so each of them holds.
+    assert f["first_ts"] == (T0 + 30 * S) and f["last_ts"] == (T0 + 75 * S)
+    assert json.loads(f["evidence"])["samples_held"] == 4
     assert f["value"] == 2.0 and f["severity"] == "crit"
     assert "queueops act requeue --queue q_stuck" in f["action"]
 
