@@ -6,8 +6,9 @@ PostgreSQL's ``pg_stat_database.deadlocks`` too). The collectors store those raw
 own metrics; a rate is the difference between two samples divided by the seconds between them.
 
 A total that went *down*, or a changed *epoch* (``sqlserver_start_time``, ``pg_stat_database``'s
-``stats_reset``), means the server restarted or the statistics were reset: the rate over that
-interval is unknown, never negative. The next interval is a normal delta again.
+``stats_reset``), means the server restarted or the statistics were reset: the increase over that
+interval is the new total counted from zero (:func:`queueops.judge.counter_increase`, the rule the
+pipeline's deltas follow too), never a negative rate. The next interval is a normal delta again.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from queueops import catalog
+from queueops import catalog, judge
 from queueops.rows import SnapshotRow
 
 # Instant cntr_type values (a level although the catalog says counter): see queueops.catalog.
@@ -43,17 +44,15 @@ class Rate:
 
 
 def rate(prev: Sample | None, cur: Sample) -> Rate:
-    """Per-second rate from ``prev`` to ``cur``; a drop or a new epoch is a restart, not a negative rate."""
+    """Per-second rate from ``prev`` to ``cur``; a drop or a new epoch is a restart, counted from zero."""
     if prev is None:
         return Rate(None, "first sample")
-    if prev.epoch is not None and cur.epoch is not None and prev.epoch != cur.epoch:
-        return Rate(None, "restart", (cur.ts - prev.ts).total_seconds())
     seconds = (cur.ts - prev.ts).total_seconds()
     if seconds <= 0:
         return Rate(None, "no time elapsed", seconds)
-    if cur.value < prev.value:
-        return Rate(None, "reset", seconds)
-    return Rate((cur.value - prev.value) / seconds, "delta", seconds)
+    restarted = prev.epoch is not None and cur.epoch is not None and prev.epoch != cur.epoch
+    reason = "restart" if restarted else "reset" if cur.value < prev.value else "delta"
+    return Rate(judge.counter_increase(prev.value, cur.value, restarted) / seconds, reason, seconds)
 
 
 def is_cumulative(row: SnapshotRow) -> bool:
@@ -93,8 +92,9 @@ class CounterRates:
 
     One instance lives as long as a scheduler (or a console cache). ``derive`` is called with
     each cycle's rows of one target; it returns the rate rows to add. A row whose rate cannot be
-    known (first sample, restart) yields a rate row with ``value=None`` and the reason in
-    ``note``, so a chart shows a gap with an explanation rather than a spike.
+    known (first sample) yields a rate row with ``value=None`` and the reason in ``note``, so a
+    chart shows a gap with an explanation rather than a spike; after a restart or reset the
+    note says the rate was counted from zero.
     """
 
     _last: dict[tuple[str, str, str], Sample] = field(default_factory=dict)
@@ -112,7 +112,9 @@ class CounterRates:
             cur = Sample(row.ts, float(row.value or 0.0), epoch)
             r = rate(self._last.get(key), cur)
             self._last[key] = cur
-            note = f"delta over {r.seconds:.1f} s" if r.reason == "delta" else r.reason
+            note = (f"delta over {r.seconds:.1f} s" if r.reason == "delta" else
+                    f"{r.reason}: counted from zero over {r.seconds:.1f} s" if r.reason in ("restart", "reset")
+                    else r.reason)
             out.append(replace(row, metric=rate_metric(row.metric), value=r.value, note=note))
         for target, epoch in epochs.items():
             self._epoch[target] = epoch

@@ -192,6 +192,15 @@ ADVICE: dict[str, str] = {
 }
 
 
+def counter_increase(prev: float, cur: float, restarted: bool) -> float:
+    """The increase of a cumulative counter over one interval: the difference, or, when the total
+    dropped or its epoch changed (the server restarted, the statistics were reset), the new value
+    counted from zero -- never a negative rate. The collectors' rates (collectors/counters.py) and
+    the pipeline's deltas (pipeline/rollups.py, the same rule in Spark SQL) both follow it; a
+    restart mid-interval makes it a lower bound of the true increase."""
+    return cur if restarted or cur < prev else cur - prev
+
+
 def advice(rule: str, queue: str = "") -> str:
     """The advice text of a rule, with the queue's name filled in ('' for a rule without one)."""
     text = ADVICE.get(rule, "")

@@ -23,16 +23,17 @@ def test_first_sample_has_no_rate() -> None:
     assert rate(None, Sample(at(0), 7)).value is None
 
 
-def test_a_drop_is_a_reset_not_a_negative_rate() -> None:
+def test_a_drop_is_a_reset_counted_from_zero_not_a_negative_rate() -> None:
+    # The pipeline's deltas follow the same rule (queueops.judge.counter_increase): both agree.
     r = rate(Sample(at(0), 1000), Sample(at(15), 3))
-    assert r.value is None and r.reason == "reset"
+    assert r.value == 3 / 15 and r.reason == "reset"
 
 
 def test_a_changed_epoch_is_a_restart_even_when_the_total_grew() -> None:
     # The server restarted and the new total already passed the old one: without the epoch the
-    # delta would look like a plausible rate; with it, it is no rate at all.
+    # delta (40) would look like a plausible rate; with it, the new total counts from zero (50).
     r = rate(Sample(at(0), 10, epoch=1000.0), Sample(at(60), 50, epoch=2000.0))
-    assert r.value is None and r.reason == "restart"
+    assert r.value == 50 / 60 and r.reason == "restart"
 
 
 def test_no_time_elapsed_has_no_rate() -> None:
@@ -65,7 +66,7 @@ def test_counter_rates_across_cycles_with_a_restart() -> None:
     assert [r[0].metric for r in out] == ["lock_timeouts_per_s"] * 4
     assert out[0][0].value is None and out[0][0].note == "first sample"
     assert out[1][0].value == 2.0 and out[1][0].note.startswith("delta over 15.0")
-    assert out[2][0].value is None and out[2][0].note == "restart"
+    assert out[2][0].value == 2 / 15 and out[2][0].note == "restart: counted from zero over 15.0 s"
     assert out[3][0].value == 2.0
 
 
@@ -76,4 +77,4 @@ def test_counter_rates_keep_queues_apart_and_remember_the_epoch() -> None:
     # The epoch row is absent this cycle (another collector ran): the remembered one applies.
     out = {r.queue: r.value for r in rates.derive([row("row_lock_waits_total", 20, 10, queue="a"),
                                                     row("row_lock_waits_total", 400, 10, queue="b")])}
-    assert out == {"a": 1.0, "b": None}
+    assert out == {"a": 1.0, "b": 40.0}  # b dropped from 500 to 400: a reset, counted from zero

@@ -92,3 +92,24 @@ def test_old_snapshot_same_level(pipeline_verdicts: dict) -> None:
     assert _console(_queue("q_ghost"), {"ghost_records": 3000.0}, [old]).get("ghosts_held_by_snapshot") == "warn"
     assert ("ghosts_held_by_snapshot", "t2", "q_ghost") not in pipeline_verdicts
     assert "ghosts_held_by_snapshot" not in _console(_queue("q_ghost", "t2"), {"ghost_records": 3000.0}, [young])
+
+
+def test_a_counter_drop_counts_the_same_in_the_collectors_and_the_pipeline(spark: Any, tmp_path: Any) -> None:
+    # 100 -> 130 -> 2 (a restart: counted from zero) -> 32, 15 s apart: an increase of 30 + 2 + 30.
+    from collectors.counters import CounterRates
+    from queueops.rows import SnapshotRow
+
+    values = [100.0, 130.0, 2.0, 32.0]
+    rates = CounterRates()
+    increase = 0.0
+    for i, v in enumerate(values):
+        ts = T0 + 15 * i * S
+        for r in rates.derive([SnapshotRow(ts, "t1", "db", "", "deadlocks_total", v, "")]):
+            if r.value is not None:
+                increase += r.value * 15
+    write_lake(tmp_path / "lake", series(T0, 15, values, "", "deadlocks_total"))
+    run(spark, str(tmp_path / "lake"), str(tmp_path / "gold"), full=True)
+    roll = table(tmp_path / "gold", "rollups")
+    five = roll[(roll["window"] == "5m") & (roll["metric"] == "deadlocks_total")].iloc[0]
+    assert increase == pytest.approx(62.0)
+    assert five["delta"] == pytest.approx(increase) and five["resets"] == 1
