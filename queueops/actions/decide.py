@@ -219,7 +219,7 @@ def pg_index_operation(ix: PgIndex, t: Thresholds = Thresholds(), *, concurrentl
 
 
 def new_watermark(lowest_pending: int | None, buffer: int) -> int:
-    """Lowest pending key minus the buffer, or 0 when the queue is empty (design.md, Actions)."""
+    """Lowest pending key minus the buffer, or 0 when the queue is empty (docs/actions.md)."""
     if lowest_pending is None:
         return 0
     return int(lowest_pending) - int(buffer)

@@ -1,5 +1,5 @@
 -- blocking_chains (target): who waits behind whom, from sys.dm_exec_requests.blocking_session_id
--- (reference section 8; values <= 0 are "not blocked / unknown / orphaned" and ignored).
+-- (docs/reference/mssql-system-views.toml; values <= 0 are "not blocked / unknown / orphaned" and ignored).
 --   blocked_sessions     requests blocked by another session
 --   blocking_max_wait_s  the longest of those waits (wait_time)
 --   head_blockers        sessions that block others and are not blocked themselves; note: JSON

@@ -3,7 +3,7 @@
 -- the worst fragmentation among its other indexes.
 -- The mode is the cheapest that answers, by size (sys.dm_db_partition_stats.used_page_count:
 -- every allocation unit, since the function also reads LOB and row-overflow pages, e.g. the
--- varbinary(max) bodies of a transport table; metadata, no scan; reference sections 2 and 11).
+-- varbinary(max) bodies of a transport table; metadata, no scan; docs/reference/mssql-system-views.toml).
 -- Only its IN_ROW_DATA rows are reported:
 --   < 10,000 pages      DETAILED (SAMPLED reads every page below 10,000 anyway; density exact)
 --   < 1,000,000 pages   SAMPLED  (reads 1 % of the pages; density is an estimate)

@@ -1,6 +1,6 @@
 -- ghost_records (slow): ghost and version-ghost records of the queue table's indexes, from
 -- sys.dm_db_index_physical_stats at the leaf level (IN_ROW_DATA), summed over every index.
--- The ghost columns are NULL in LIMITED mode (reference section 2), so the mode is SAMPLED or
+-- The ghost columns are NULL in LIMITED mode (docs/reference/mssql-system-views.toml), so the mode is SAMPLED or
 -- DETAILED, chosen by the table's size (sys.dm_db_partition_stats.used_page_count, metadata,
 -- no scan): below 10,000 pages SAMPLED reads every page anyway, so DETAILED is asked for (same
 -- cost, exact counts); above, SAMPLED reads 1 % of the pages (counts are estimates). The size is

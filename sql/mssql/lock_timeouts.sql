@@ -1,5 +1,5 @@
 -- lock_timeouts (target): the server's cumulative counters from sys.dm_os_performance_counters,
--- stored RAW (cntr_value is a running total for the /sec counters; reference section 4) with
+-- stored RAW (cntr_value is a running total for the /sec counters; docs/reference/mssql-system-views.toml) with
 -- cntr_type, object and counter name in note as JSON. collectors/counters.py turns each
 -- *_total into *_per_s by delta, branching on cntr_type, and treats a drop or a changed
 -- sqlserver_start_time (also stored here) as a restart, never as a negative rate.

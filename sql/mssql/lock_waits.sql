@@ -4,7 +4,7 @@
 -- longest such wait. Row and page lock waits name a hobt, not the table, in wait_resource and
 -- are not attributed here: they show in the cumulative figures below.
 -- Cumulative, summed over the table's indexes and partitions (sys.dm_db_index_operational_stats,
--- reference section 5), stored raw as *_total; collectors/counters.py turns them into rates and
+-- docs/reference/mssql-system-views.toml), stored raw as *_total; collectors/counters.py turns them into rates and
 -- treats a drop as a reset (the figures live only while the index metadata stays cached):
 --   row_lock_waits_total, row_lock_wait_ms_total, page_lock_waits_total, page_latch_waits_total,
 --   page_latch_wait_ms_total (hot last page: PAGELATCH_EX), lock_escalations_total,

@@ -1,6 +1,6 @@
 -- oldest_snapshot (target): the root cause of version ghosts that cleanup cannot remove: the
 -- oldest transaction that generates or may read row versions
--- (sys.dm_tran_active_snapshot_database_transactions, reference section 7).
+-- (sys.dm_tran_active_snapshot_database_transactions, docs/reference/mssql-system-views.toml).
 --   oldest_snapshot_age_s  its elapsed_time_seconds (0: none open); note: JSON with session_id,
 --                          is_snapshot, max_version_chain_traversed, and what the session runs
 --                          now (sys.dm_exec_requests + sys.dm_exec_sql_text; empty when idle)

@@ -3,7 +3,7 @@
 --   stats_reset          epoch seconds of the statistics' last reset: a change marks a restart of the totals
 --   lock_waiters_total   sessions of this database waiting for any lock right now
 -- The runner adds probe_lock_timeouts: how many of its own collector statements were cancelled
--- by lock_timeout / statement_timeout in the cycle (the console's probes, as design.md says).
+-- by lock_timeout / statement_timeout in the cycle (the console's probes, as docs/metrics.md says).
 -- @block main
 SELECT '' AS queue, v.metric, v.value, v.note
 FROM (SELECT d.deadlocks, d.stats_reset FROM pg_stat_database AS d WHERE d.datname = current_database()) AS s

@@ -1,4 +1,4 @@
--- The SQL Server twin of sql/postgresql/lab/schema.sql: one queue table per kind of design.md,
+-- The SQL Server twin of sql/postgresql/lab/schema.sql: one queue table per queue kind (docs/architecture.md),
 -- for the SQL Server integration suite (tests/mssql). Run block by block, in this order:
 -- drop (a clean start), schema_id / create_schema (CREATE SCHEMA must be alone in its batch),
 -- tables, seed, snapshot_on. Times are UTC (SYSUTCDATETIME), as the collectors assume.
@@ -79,5 +79,5 @@ SELECT n.slot FROM (SELECT TOP (1024) ROW_NUMBER() OVER (ORDER BY (SELECT NULL))
                     FROM sys.all_objects AS a CROSS JOIN sys.all_objects AS b) AS n
 -- @block snapshot_on
 -- Row versioning for SNAPSHOT transactions: what makes version ghosts and the
--- snapshot-hold fault possible (reference section 7).
+-- snapshot-hold fault possible (docs/reference/mssql-system-views.toml).
 ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON
