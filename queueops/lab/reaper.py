@@ -13,6 +13,9 @@ import signal
 import sys
 from pathlib import Path
 
+# Imported now, not when the demo dies: by then the code may be gone or changed on disk.
+from queueops.lab import control
+
 
 def main(argv: list[str]) -> int:
     state = Path(argv[0])
@@ -27,8 +30,6 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the demo's to handle, in order
     while not stop_now:
         signal.pause()
-    from queueops.lab import control
-
     control.stop(state)
     return 0
 
