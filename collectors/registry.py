@@ -17,26 +17,12 @@ into ``*_per_s`` rates by delta.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 from queueops import catalog
 
-
-@dataclass(frozen=True)
-class Collector:
-    name: str
-    cadence: Literal["fast", "slow"]
-    scope: Literal["queue", "target"] = "queue"
-    description: str = ""
-    metrics: tuple[str, ...] = ()
-
-
-# From the metric catalog (sql/metrics.toml): ``[collectors.<name>]`` tables, each with the
-# metrics whose entries name it. A new collector is a SQL file per dialect and catalog entries.
-COLLECTORS: tuple[Collector, ...] = tuple(
-    Collector(c.name, c.cadence, c.scope, c.description, catalog.of_collector(c.name))
-    for c in catalog.collectors().values())
+# A collector is the catalog's entry (sql/metrics.toml, ``[collectors.<name>]``) with the metrics
+# whose entries name it. A new collector is a SQL file per dialect and catalog entries.
+Collector = catalog.CollectorEntry
+COLLECTORS: tuple[Collector, ...] = tuple(catalog.collectors().values())
 
 FAST: tuple[Collector, ...] = tuple(c for c in COLLECTORS if c.cadence == "fast")
 SLOW: tuple[Collector, ...] = tuple(c for c in COLLECTORS if c.cadence == "slow")

@@ -9,7 +9,7 @@ what a metric is. Pure data: no I/O beyond reading the packaged TOML file once.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
@@ -81,12 +81,14 @@ def parse(text: str) -> dict[str, Metric]:
 
 @dataclass(frozen=True)
 class CollectorEntry:
-    """A ``[collectors.<name>]`` table: cadence, scope and what it measures."""
+    """A ``[collectors.<name>]`` table: cadence, scope and what it measures; ``metrics`` are the
+    entries that name it (filled by :func:`collectors`), so the registry needs no class of its own."""
 
     name: str
     cadence: Literal["fast", "slow"]
     scope: Literal["queue", "target"] = "queue"
     description: str = ""
+    metrics: tuple[str, ...] = ()
 
 
 def parse_collectors(text: str) -> dict[str, CollectorEntry]:
@@ -112,8 +114,8 @@ def load() -> dict[str, Metric]:
 
 @cache
 def collectors() -> dict[str, CollectorEntry]:
-    """The packaged catalog's collectors, in file order."""
-    return parse_collectors(_text())
+    """The packaged catalog's collectors, in file order, each with the metrics it may emit."""
+    return {name: replace(c, metrics=of_collector(name)) for name, c in parse_collectors(_text()).items()}
 
 
 def metrics() -> dict[str, Metric]:

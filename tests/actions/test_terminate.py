@@ -23,6 +23,8 @@ from queueops.lab import control
 from queueops.store import open_engine
 from tests.conftest import wait_for
 from tests.lab.conftest import counter, counters_flushed, one
+from tests.lab.conftest import start as start_workload
+from tests.lab.conftest import stop as stop_workload
 
 SETTINGS = {"produce_per_s": "8", "consume_per_s": "16", "wave_period_s": "20", "lock_hold_queue": "lease"}
 HOLDER = ("SELECT pid FROM pg_stat_activity WHERE application_name = %s AND state = 'idle in transaction'")
@@ -50,22 +52,11 @@ def w(lab) -> Iterator[W]:  # noqa: ANN001
                   lab.config_path.read_text())
     path = lab.state_dir / "terminate.toml"
     path.write_text(text + '\n[actions]\nterminate_deny_logins = ["replicator"]\n')
-    control.stop_workload(lab.state_dir)
-    lab.reset()
-    with lab.connect() as conn:
-        conn.execute("DELETE FROM lab.settings")
-        for name, value in SETTINGS.items():
-            conn.execute("INSERT INTO lab.settings (name, value) VALUES (%s, %s)", (name, value))
-    control.start_workload(lab.state_dir, path)
+    running = start_workload(lab, path, SETTINGS)
     try:
-        wait_for(lambda: counter(lab, "produced.delete") > 0 and counter(lab, "produced.lease") > 0, 30,
-                 what="the workload's producers")
         yield W(lab, path)
     finally:
-        control.stop_workload(lab.state_dir)
-        with lab.connect() as conn:
-            conn.execute("UPDATE lab.faults SET enabled = false")
-            conn.execute("DELETE FROM lab.settings")
+        stop_workload(running)
         lab.reset()
 
 

@@ -107,6 +107,9 @@ class Running:
 
 
 def start(lab: Lab, config_path: Path, settings: dict[str, str]) -> Running:
+    """Start the workload with ``settings`` on a reset lab (stopping one left running) and wait
+    until every queue's producer has produced."""
+    control.stop_workload(lab.state_dir)
     lab.reset()
     with lab.connect() as conn:
         conn.execute("DELETE FROM lab.settings")

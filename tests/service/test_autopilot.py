@@ -22,7 +22,8 @@ from queueops.autopilot.policy import decide, parse_when, step
 from queueops.lab import control
 from queueops.store import open_engine
 from tests.conftest import wait_for
-from tests.lab.conftest import counter
+from tests.lab.conftest import start as start_workload
+from tests.lab.conftest import stop as stop_workload
 from tests.service.conftest import write_config
 
 POLICY = """
@@ -50,21 +51,11 @@ def _config(lab: Any, tmp_path: Path, extra: str, alerts: str = "") -> Path:
 @pytest.fixture()
 def setup(lab, tmp_path) -> Iterator[tuple[Path, Any]]:  # noqa: ANN001
     path = _config(lab, tmp_path, POLICY)
-    control.stop_workload(lab.state_dir)
-    lab.reset()
-    with lab.connect() as conn:
-        conn.execute("DELETE FROM lab.settings")
-        for name, value in SETTINGS.items():
-            conn.execute("INSERT INTO lab.settings (name, value) VALUES (%s, %s)", (name, value))
-    control.start_workload(lab.state_dir, path)
+    running = start_workload(lab, path, SETTINGS)
     try:
-        wait_for(lambda: counter(lab, "produced.lease") > 0, 30, what="the lease producer")
         yield path, lab
     finally:
-        control.stop_workload(lab.state_dir)
-        with lab.connect() as conn:
-            conn.execute("UPDATE lab.faults SET enabled = false")
-            conn.execute("DELETE FROM lab.settings")
+        stop_workload(running)
         lab.reset()
 
 
