@@ -1,17 +1,10 @@
 """Findings and recommendations for one queue: pure functions of its config and current values.
 
-Each rule turns evidence (numbers, the root-cause sessions) into advice taken from the seeds'
-fixes, and names the action the console offers for it:
-
-* stuck leases → requeue (lease-queue seed: a consumer died holding leases);
-* stranded items / a lagging watermark → watermark reset, the watermark pattern (watermark-queue);
-* ghosts / dead tuples that cleanup cannot remove → end the transaction holding the snapshot, and
-  the watermark pattern so dequeues stop reading through them (watermark-queue, tables-as-queues);
-* lock waits → READPAST (SQL Server) / FOR UPDATE SKIP LOCKED (PostgreSQL) dequeues, and the
-  blocker (tables-as-queues, high-performance-queue);
-* fragmentation → rebuild / reorganize / vacuum online; payload split into QueueMeta / QueueData
-  (high-performance-queue); a preallocated ring buffer for hot insert/delete queues (ring-buffer);
-* finished items piling up → archiving in small batches with a pause (high-performance-queue).
+This module decides *which* of the judge's rules apply to a queue now and how severe, from the
+judge's verdicts on its values and the root-cause sessions (the snapshot holder, the blockers),
+and writes the evidence in the console's units. *What* a rule says -- its title, advice, source
+article and the action that fixes it -- is the judge's (:data:`queueops.judge.RULES`), the same
+text the alerts and the pipeline's findings carry.
 """
 
 from __future__ import annotations
@@ -22,20 +15,10 @@ from typing import Any, Literal
 
 from console.health import format_age, format_value
 from queueops.config import Queue
-from queueops.judge import SNAPSHOT_WARN_S, metric_state, snapshot_state
+from queueops.judge import RULES, SNAPSHOT_WARN_S, SOURCES, advice, metric_state, snapshot_state
 
 Severity = Literal["crit", "warn", "info"]
 ORDER = {"crit": 0, "warn": 1, "info": 2}
-
-SEEDS = {
-    "lease-queue": "Implementing a Simple Queue in SQL Server (lease column, test-and-set pop)",
-    "watermark-queue": "Fixing Queues with Watermarks (scan from the lowest key worth reading)",
-    "tables-as-queues": "Using tables as Queues (DELETE TOP(1) … OUTPUT with ROWLOCK, READPAST)",
-    "high-performance-queue": "Building High Performance Queue in Database (QueueMeta/QueueData, "
-                              "READPAST, archiving in small batches)",
-    "ring-buffer-queue": "Table Pattern: Database Message Queues (preallocated ring buffer)",
-}
-
 
 @dataclass(frozen=True)
 class RootCause:
@@ -121,12 +104,27 @@ def _age(details: Mapping[str, Any], value: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Recommendation:
+    """One rule that applies to a queue now: the judge's rule (title, advice, source, action, by
+    ``rule`` id, :data:`queueops.judge.RULES`) with this queue's evidence and severity."""
+
     severity: Severity
-    title: str
+    rule: str
     evidence: str
     advice: str
-    seed: str = ""
-    action: str | None = None  # the action the console offers for it (requeue, rebuild, ...)
+
+    @property
+    def title(self) -> str:
+        return RULES[self.rule].title
+
+    @property
+    def source(self) -> str:
+        """The article the fix comes from, by name ('' for none)."""
+        return SOURCES.get(RULES[self.rule].source, "")
+
+    @property
+    def action(self) -> str | None:
+        """The action the console offers for it (requeue, rebuild, ...)."""
+        return RULES[self.rule].action
 
 
 def _state(queue: Queue, metric: str, values: Mapping[str, float | None],
@@ -144,11 +142,16 @@ def _sev(state: str) -> Severity:
 def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
               causes: Sequence[RootCause] = (), recent: Mapping[str, int] | None = None) -> list[Recommendation]:
     """Every recommendation that applies to ``queue`` now, the most severe first (``recent``: see
-    :func:`console.health.queue_health`)."""
+    :func:`console.health.queue_health`). Which rules fire and how severe is decided here from the
+    judge's verdicts; what each says is the judge's."""
     recs: list[Recommendation] = []
+
+    def add(severity: Severity, rule: str, evidence: str) -> None:
+        recs.append(Recommendation(severity, rule, evidence, advice(rule, queue.name, dialect)))
+
     v = values.get
     mssql = dialect == "mssql"
-    skip_locked = "READPAST (WITH (ROWLOCK, READPAST))" if mssql else "FOR UPDATE SKIP LOCKED"
+    ghost_word = "ghost records" if mssql else "dead tuples"
     snapshot = next((c for c in causes if c.kind == "snapshot"), None)
     lock_state = _state(queue, "lock_waiters", values)
     blocker = next((c for c in causes if c.kind == "blocker"), None)
@@ -157,80 +160,36 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
     stuck_state = _state(queue, "stuck_leases", values, recent)
     if stuck and stuck > 0 and stuck_state in ("warn", "crit"):
         oldest = v("oldest_lease_age_s")
-        recs.append(Recommendation(
-            _sev(stuck_state),
-            f"{format_value('stuck_leases', stuck)} stuck lease(s)",
-            f"items leased longer than the lease timeout ({format_age(queue.lease_timeout_s)})"
-            + (f"; the oldest for {format_age(oldest)}" if oldest is not None else ""),
-            "A consumer took these items and never finished them (it crashed or hangs). Requeue them: "
-            "only leases older than the timeout are released, each only if its lease is still the one "
-            "observed, so a slow but live consumer keeps its item. Then find out why the consumer died.",
-            "lease-queue", "requeue"))
+        add(_sev(stuck_state), "stuck_leases",
+            f"{format_value('stuck_leases', stuck)} item(s) leased longer than the lease timeout "
+            f"({format_age(queue.lease_timeout_s)})"
+            + (f"; the oldest for {format_age(oldest)}" if oldest is not None else ""))
 
     drift = v("watermark_drift")
     if drift is not None and drift < 0 and queue.watermark:
-        recs.append(Recommendation(
-            "crit", "Items stranded below the watermark",
+        add("crit", "stranded_items",
             f"watermark drift {format_value('watermark_drift', drift)}: the watermark is past ready items, "
-            "which no dequeue will ever read",
-            "Reset the watermark to the lowest ready key (minus the configured buffer). The reset only "
-            "applies if the watermark still holds the value shown in the preview.",
-            "watermark-queue", "watermark-reset"))
+            "which no dequeue will ever read")
 
     ghosts_state = _state(queue, "ghost_records", values)
+    snap_state = snapshot_state(snapshot.age_s) if snapshot is not None else "ok"
     if ghosts_state in ("warn", "crit"):
         ghosts = format_value("ghost_records", v("ghost_records"))
         if snapshot is not None:
-            recs.append(Recommendation(
-                _sev(ghosts_state), "Cleanup is held back by an open transaction",
-                f"{ghosts} {'ghost records' if mssql else 'dead tuples'}; {snapshot.summary}",
-                ("Ghost records kept for row versioning cannot be cleaned up while that snapshot "
-                 "transaction is open." if mssql else
-                 "Dead tuples cannot be vacuumed while that transaction pins the xmin horizon.")
-                + " End or fix the long transaction; vacuuming or rebuilding before that does not help.",
-                "watermark-queue"))
+            add(_sev(ghosts_state), "ghosts_held_by_snapshot", f"{ghosts} {ghost_word}; {snapshot.summary}")
         else:
-            recs.append(Recommendation(
-                _sev(ghosts_state), "Cleanup is falling behind",
-                f"{ghosts} {'ghost records' if mssql else 'dead tuples'} and no transaction holding them",
-                "Ghost cleanup is not keeping up with the delete rate." if mssql else
-                "Autovacuum is not keeping up; run VACUUM (ANALYZE) (rebuild action) and lower the "
-                "table's autovacuum_vacuum_scale_factor.",
-                "tables-as-queues", "rebuild"))
+            add(_sev(ghosts_state), "cleanup_behind", f"{ghosts} {ghost_word} and no transaction holding them")
         if queue.kind in ("delete", "status") and not queue.watermark:
-            recs.append(Recommendation(
-                "info", "Use the watermark pattern",
-                "every dequeue scans from the start of the index through the deleted rows",
-                "Keep the lowest key worth scanning in a one-row table and start every dequeue's range "
-                "scan there: the cost per dequeue stays flat while ghosts pile up (the seed: 30k rows in "
-                "23 s instead of 2 min 50 s, and linear instead of quadratic growth).",
-                "watermark-queue"))
-
-    snap_state = snapshot_state(snapshot.age_s) if snapshot is not None else "ok"
-    if snapshot is not None and ghosts_state not in ("warn", "crit") and snap_state in ("warn", "crit"):
-        recs.append(Recommendation(
-            _sev(snap_state), "A long transaction holds cleanup back",
-            snapshot.summary,
-            ("While it is open, the version store keeps every row version and ghost cleanup cannot "
-             "remove them" if mssql else "While it is open, VACUUM cannot remove the dead tuples of any "
-             "table in this database")
-            + ": ghosts pile up in every queue and dequeues that scan from the start of the index slow "
-              "down. End or fix that transaction (its session is under root causes).",
-            "watermark-queue"))
+            add("info", "use_watermark", "every dequeue scans from the start of the index through the deleted rows")
+    elif snapshot is not None and snap_state in ("warn", "crit"):
+        add(_sev(snap_state), "ghosts_held_by_snapshot", snapshot.summary)
 
     if blocker is not None and lock_state not in ("warn", "crit"):
-        recs.append(Recommendation(
-            "warn", "A session blocks others", blocker.summary,
-            "Sessions wait behind it; if it is idle in a transaction, its client forgot to commit. "
-            f"Dequeuers that use {skip_locked} skip the rows it holds but still wait for a table lock.",
-            "tables-as-queues"))
+        add("warn", "blocker", blocker.summary)
 
     if drift is not None and drift > 0 and queue.watermark and ghosts_state in ("warn", "crit"):
-        recs.append(Recommendation(
-            "info", "The watermark lags behind",
-            f"the lowest ready key is {format_value('watermark_drift', drift)} keys past the watermark",
-            "Dequeues scan that gap, through ghosts; advance the watermark more often.",
-            "watermark-queue"))
+        add("info", "watermark_lags",
+            f"the lowest ready key is {format_value('watermark_drift', drift)} keys past the watermark")
 
     timeouts = v("lock_timeouts_per_s")
     held = v("lock_blockers")
@@ -244,38 +203,19 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
             evidence.append(f"{timeouts:.2f} lock timeouts/s")
         if blocker is not None:
             evidence.append(blocker.summary)
-        recs.append(Recommendation(
-            _sev(lock_state if lock_state != "ok" else "warn"), "Dequeuers wait on locks",
-            "; ".join(evidence) or "lock waits on the queue table",
-            f"Dequeue with {skip_locked} so consumers skip rows that another session holds instead of "
-            "waiting on them, and keep dequeue transactions short. The blocking session is listed under "
-            "root causes.", "tables-as-queues"))
+        add(_sev(lock_state if lock_state != "ok" else "warn"), "lock_waits",
+            "; ".join(evidence) or "lock waits on the queue table")
 
     frag_state = _state(queue, "fragmentation_pct", values)
     if frag_state in ("warn", "crit"):
         frag = format_value("fragmentation_pct", v("fragmentation_pct"))
-        recs.append(Recommendation(
-            _sev(frag_state), "Index fragmented / bloated",
+        add(_sev(frag_state), "fragmentation",
             f"fragmentation {frag}" + (f" over {format_value('page_count', v('page_count'))} pages"
-                                       if v("page_count") is not None else ""),
-            ("Reorganize, or rebuild online (REBUILD WITH (ONLINE = ON)) where the edition allows; "
-             "the preview says which one and why." if mssql else
-             "REINDEX INDEX CONCURRENTLY rebuilds it without blocking dequeuers; VACUUM (ANALYZE) "
-             "returns dead space."), "high-performance-queue", "rebuild"))
+                                       if v("page_count") is not None else ""))
         if queue.kind == "status" and not queue.data_table:
-            recs.append(Recommendation(
-                "info", "Split the payload from the queue (QueueMeta / QueueData)",
-                "the status queue keeps its payload in the hot table",
-                "Keep only the columns dequeues search on in a narrow QueueMeta table and move the payload "
-                "to QueueData: many more rows per page, fewer page splits, and indexes that can be rebuilt "
-                "online.", "high-performance-queue"))
+            add("info", "split_payload", "the status queue keeps its payload in the hot table")
         if queue.kind in ("delete", "lease"):
-            recs.append(Recommendation(
-                "info", "Consider a preallocated ring buffer",
-                "constant inserts and deletes keep fragmenting this queue's index",
-                "A ring of preallocated slots updated in place (push and pop sequences) never splits "
-                "pages or grows ghosts; the seed reports it far ahead of insert/delete queues under load.",
-                "ring-buffer-queue"))
+            add("info", "ring_buffer", "constant inserts and deletes keep fragmenting this queue's index")
 
     if queue.kind == "status":
         total, depth = v("rows_total"), v("depth")
@@ -283,29 +223,18 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
         if finished is None and total is not None and depth is not None:
             finished = total - depth - (v("count_processing") or 0)
         if finished is not None and finished > max(10_000.0, 10 * (depth or 0)):
-            recs.append(Recommendation(
-                "warn", "Finished items pile up in the queue table",
+            add("warn", "finished_pile_up",
                 f"about {format_value('rows_total', finished)} of {format_value('rows_total', total)} rows "
-                "are no longer ready",
-                "Archive finished items continuously in small batches with a pause between batches (the "
-                "archive action), never in one large delete that fragments the table and blocks dequeues.",
-                "high-performance-queue", "archive"))
+                "are no longer ready")
 
     age_state = _state(queue, "oldest_age_s", values)
     depth_state = _state(queue, "depth", values)
     if age_state in ("warn", "crit") and depth_state == "ok" and not (stuck and stuck > 0):
-        recs.append(Recommendation(
-            _sev(age_state), "Items wait although the queue is short",
-            f"oldest item waiting {format_age(v('oldest_age_s'))} with depth "
-            f"{format_value('depth', v('depth'))}",
-            "Consumers have stalled or are too few: check they are running and not blocked "
-            f"(root causes); make sure dequeues use {skip_locked}.", "tables-as-queues"))
+        add(_sev(age_state), "consumers_stalled",
+            f"oldest item waiting {format_age(v('oldest_age_s'))} with depth {format_value('depth', v('depth'))}")
 
     if queue.kind == "ring" and queue.capacity and (v("depth") or 0) >= 0.9 * queue.capacity:
-        recs.append(Recommendation(
-            "warn", "Ring buffer nearly full",
-            f"occupancy {format_value('depth', v('depth'))} of {queue.capacity} slots",
-            "Pushes stall when the ring is full: add consumers or capacity.", "ring-buffer-queue"))
+        add("warn", "ring_full", f"occupancy {format_value('depth', v('depth'))} of {queue.capacity} slots")
 
     recs.sort(key=lambda r: ORDER[r.severity])
     return recs

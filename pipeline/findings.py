@@ -41,8 +41,6 @@ QKEYS = ["target", "database", "queue"]
 
 HELD, NEG, POS, ANY, BURST = ":held", ":neg", ":pos", ":any", ":burst"
 
-# Recommended actions by rule id: the judge's advice texts (queueops/judge.py); {q} is the queue's name.
-ACTIONS = judge.ADVICE
 
 # What the profile keeps of each metric (or signal): metric -> hourly statistics.
 _TREND = ("samples", "first", "last", "slope_per_s", "first_ts", "last_ts")
@@ -54,6 +52,7 @@ PROFILE: dict[str, tuple[str, ...]] = {
     **{s: ("max", "peak_note") for s in m.SNAPSHOT_AGE},
     m.FRAGMENTATION: ("max", "peak_note", "first_ts", "last_ts"),
     m.PAGE_COUNT: ("max",),
+    m.ROWS_TOTAL: ("max",),
     m.STUCK_LEASES + HELD: _WHEN,
     m.OLDEST_LEASE_AGE: ("max",),
     m.WATERMARK_DRIFT + NEG: ("samples", "min", "first_ts", "last_ts"),
@@ -144,7 +143,7 @@ def _emit(df: DataFrame, rule: str, *, severity: str, metric: str, value: str, t
         "hour_start", F.expr(first_ts).alias("first_ts"), F.expr(last_ts).alias("last_ts"),
         F.expr(f"CAST({value} AS DOUBLE)").alias("value"), F.expr(f"CAST({threshold} AS DOUBLE)").alias("threshold"),
         F.expr(f"to_json(named_struct({ev}))").alias("evidence"), F.expr(summary).alias("summary"),
-        F.replace(F.lit(ACTIONS[rule]), F.lit("{q}"), F.col("queue")).alias("action"),
+        F.replace(F.lit(judge.advice(rule)), F.lit("{q}"), F.col("queue")).alias("action"),
         F.expr("date_format(hour_start, 'yyyy-MM-dd')").alias("date"), F.expr("date_format(hour_start, 'HH')").alias("hour"))
     return out
 
@@ -207,13 +206,26 @@ def stranded_items(prof: DataFrame, p: Params) -> DataFrame:
                 f"coalesce(format_number({d('min')}, 0), '?'), coalesce(format_number({s_('max')}, 0), '?'))")
 
 
+def guards_sql(metric: str, p: Params) -> str:
+    """The judge's guards of ``metric`` (:func:`queueops.judge.guards`) over the hour's profile: each
+    guard metric's hourly max must hold, and one not sampled in the hour does not suppress, as in
+    :func:`queueops.judge.guards_hold`. The page floor is ``page_count_floor`` (a pipeline param
+    that defaults to the judge's)."""
+    parts = []
+    for other, op, level in judge.guards(metric):
+        c = col(other, "max")
+        bound = p.page_count_floor if other == m.PAGE_COUNT else level
+        parts.append(f"({c} IS NULL OR {c} {op} {_d(bound)})")
+    return " AND ".join(parts) or "true"
+
+
 def fragmentation(prof: DataFrame, p: Params) -> DataFrame:
-    """Fragmentation at or above the warn level on an index above the page-count floor."""
+    """Fragmentation at or above the warn level on an index and table past the judge's guards."""
     f = lambda s: col(m.FRAGMENTATION, s)  # noqa: E731
     pages = col(m.PAGE_COUNT, "max")
     return _emit(
         prof.where(f"fragmentation_pct_warn IS NOT NULL AND {f('max')} >= fragmentation_pct_warn "
-                   f"AND {pages} >= {_d(p.page_count_floor)}"), "fragmentation",
+                   f"AND {guards_sql(m.FRAGMENTATION, p)}"), "fragmentation",
         severity=f"CASE WHEN fragmentation_pct_crit IS NOT NULL AND {f('max')} >= fragmentation_pct_crit "
                  "THEN 'crit' ELSE 'warn' END",
         metric=f"'{m.FRAGMENTATION}'", value=f("max"), threshold="fragmentation_pct_warn", first_ts=f("first_ts"),

@@ -22,6 +22,7 @@ OLDEST_AGE = "oldest_age_s"
 GHOSTS = ("ghost_records", "version_ghost_records")
 FRAGMENTATION = "fragmentation_pct"
 PAGE_COUNT = "page_count"
+ROWS_TOTAL = "rows_total"
 STUCK_LEASES = "stuck_leases"
 OLDEST_LEASE_AGE = "oldest_lease_age_s"
 WATERMARK_DRIFT = "watermark_drift"

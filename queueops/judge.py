@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from queueops import catalog
@@ -160,35 +161,128 @@ def snapshot_state(age_s: float | None) -> State:
     return "crit" if age_s >= SNAPSHOT_CRIT_S else "warn" if age_s >= SNAPSHOT_WARN_S else "ok"
 
 
-# Advice by rule id (the pipeline's findings and their recommended actions, from the queue-kind
-# articles and the design's actions); ``{q}`` is the queue's name.
-ADVICE: dict[str, str] = {
-    "ghosts_held_by_snapshot":
-        "End the transaction holding the oldest snapshot (root-cause panel: its session). While it is open, "
-        "ghost cleanup / VACUUM cannot remove deleted rows and every dequeue scans through them. Then let "
-        "cleanup run (PostgreSQL: VACUUM). For a delete queue, the watermark pattern keeps dequeues off the "
-        "ghosts (watermark-queue).",
-    "stuck_leases":
-        "Requeue the stuck items: `queueops act requeue --queue {q}` (leases older than the lease timeout, "
-        "in batches, each row only if its lease is unchanged). Then find why the consumer died (lease-queue).",
-    "stranded_items":
-        "Reset the watermark: `queueops act watermark-reset --queue {q}` (lowest ready key minus the buffer). "
-        "Items below the watermark are never dequeued (watermark-queue).",
-    "fragmentation":
+# The articles the fixes come from (the queue kinds' seeds), by id.
+SOURCES: dict[str, str] = {
+    "lease-queue": "Implementing a Simple Queue in SQL Server (lease column, test-and-set pop)",
+    "watermark-queue": "Fixing Queues with Watermarks (scan from the lowest key worth reading)",
+    "tables-as-queues": "Using tables as Queues (DELETE TOP(1) ... OUTPUT with ROWLOCK, READPAST)",
+    "high-performance-queue": "Building High Performance Queue in Database (QueueMeta / QueueData, "
+                              "READPAST, archiving in small batches)",
+    "ring-buffer-queue": "Table Pattern: Database Message Queues (preallocated ring buffer)",
+}
+
+SKIP_LOCKED = {"mssql": "READPAST (WITH (ROWLOCK, READPAST))", "postgresql": "FOR UPDATE SKIP LOCKED"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a health rule says, wherever it fires: the console's recommendation, an alert, a
+    pipeline finding. ``advice`` may hold ``{q}`` (the queue's name) and ``{skip_locked}`` (the
+    dialect's way to skip held rows). Where the engines differ, ``advice`` is the engine-neutral text
+    (the pipeline's findings, which span targets) and ``postgresql`` / ``mssql`` the precise ones."""
+
+    title: str
+    advice: str
+    source: str = ""  # a key of SOURCES
+    action: str | None = None  # the queueops action that applies the fix
+    postgresql: str | None = None
+    mssql: str | None = None
+
+
+_LOCKS = ("Find the session holding the lock on the queue table (root-cause panel: blocking chains) and end "
+          "it if it is stuck. Dequeue with {skip_locked} so consumers skip the rows another session holds "
+          "instead of waiting on them, and keep dequeue transactions short")
+
+# Every rule, by id: the console's recommendations, the pipeline's findings (their ``rule`` column)
+# and the catalog's ``finding`` / ``advice`` fields name these ids.
+RULES: dict[str, Rule] = {
+    "stuck_leases": Rule(
+        "Stuck leases",
+        "A consumer took these items and never finished them (it crashed or hangs). Requeue them "
+        "(`queueops act requeue --queue {q}`): only leases older than the lease timeout are released, in "
+        "batches, each only if its lease is still the one observed, so a slow but live consumer keeps its "
+        "item. Then find out why the consumer died.", "lease-queue", "requeue"),
+    "stranded_items": Rule(
+        "Items stranded below the watermark",
+        "Reset the watermark (`queueops act watermark-reset --queue {q}`) to the lowest ready key minus the "
+        "configured buffer: items below the watermark are never dequeued. The reset applies only if the "
+        "watermark still holds the value shown in the preview.", "watermark-queue", "watermark-reset"),
+    "ghosts_held_by_snapshot": Rule(
+        "A long transaction holds cleanup back",
+        "End the transaction holding the oldest snapshot (its session is under root causes). While it is "
+        "open, ghost cleanup / VACUUM cannot remove deleted rows and every dequeue scans through them; "
+        "vacuuming or rebuilding before that does not help. For a delete queue, the watermark pattern "
+        "keeps dequeues off the ghosts.", "watermark-queue",
+        postgresql="While that transaction is open, VACUUM cannot remove the dead tuples of any table in this "
+        "database: they pile up in every queue and dequeues that scan from the start of the index slow "
+        "down. End or fix the transaction (its session is under root causes); vacuuming or rebuilding "
+        "before that does not help.",
+        mssql="While that snapshot transaction is open, the version store keeps every row version and ghost "
+              "cleanup cannot remove the ghost records: they pile up in every queue and dequeues that scan "
+              "from the start of the index slow down. End or fix the transaction (its session is under root "
+              "causes); rebuilding before that does not help."),
+    "cleanup_behind": Rule(
+        "Cleanup is falling behind",
+        "Cleanup is not keeping up with the delete rate and no transaction holds it back: "
+        "`queueops act rebuild --queue {q}` (PostgreSQL: VACUUM (ANALYZE), and lower the table's "
+        "autovacuum_vacuum_scale_factor; SQL Server: reorganize the index, which removes ghost records).",
+        "tables-as-queues", "rebuild",
+        postgresql="Autovacuum is not keeping up with the delete rate: run VACUUM (ANALYZE) (`queueops act rebuild "
+        "--queue {q} --vacuum-only`) and lower the table's autovacuum_vacuum_scale_factor.",
+        mssql="Ghost cleanup is not keeping up with the delete rate: reorganize the index "
+              "(`queueops act rebuild --queue {q}`), which removes ghost records as it goes."),
+    "use_watermark": Rule(
+        "Use the watermark pattern",
+        "Keep the lowest key worth scanning in a one-row table and start every dequeue's range scan there: "
+        "the cost per dequeue stays flat while ghosts pile up (the article: 30k rows in 23 s instead of "
+        "2 min 50 s, and linear instead of quadratic growth).", "watermark-queue"),
+    "watermark_lags": Rule(
+        "The watermark lags behind",
+        "Dequeues scan the gap between the watermark and the lowest ready key, through ghosts: advance the "
+        "watermark more often.", "watermark-queue"),
+    "blocker": Rule(
+        "A session blocks others",
+        "Sessions wait behind it; if it is idle in a transaction, its client forgot to commit. Dequeuers "
+        "that use {skip_locked} skip the rows it holds but still wait for a table lock.", "tables-as-queues"),
+    "lock_waits": Rule("Dequeuers wait on locks", _LOCKS + ".", "tables-as-queues"),
+    "lock_timeout_burst": Rule(
+        "Lock timeouts burst", _LOCKS + "; split metadata from payload (QueueMeta / QueueData) to cut lock "
+        "contention.", "high-performance-queue"),
+    "fragmentation": Rule(
+        "Index fragmented / bloated",
         "Rebuild or reorganize the index: `queueops act rebuild --queue {q}` (SQL Server REORGANIZE, or "
         "REBUILD WITH (ONLINE = ON) where the edition allows; PostgreSQL REINDEX INDEX CONCURRENTLY). Keep "
-        "payloads in a side table so the queue index can be rebuilt online (high-performance-queue).",
-    "lock_timeout_burst":
-        "Find the blocker (root-cause panel: blocking chains). Dequeue with READPAST / SKIP LOCKED and ROWLOCK "
-        "in short transactions; split metadata from payload (QueueMeta / QueueData) to cut lock contention "
-        "(tables-as-queues, high-performance-queue).",
-    "lock_waits":
-        "Find the session holding the lock on the queue table (root-cause panel: blocking chains) and end "
-        "it; dequeuers should use SKIP LOCKED / READPAST and keep transactions short (tables-as-queues).",
-    "consumers_stalled":
-        "Consumers are not taking the oldest item while depth stays flat: check that consumers run and are "
-        "not failing on the head item (a poison message); requeue expired items "
-        "(`queueops act requeue --queue {q}`) or move the failing one aside.",
+        "payloads in a side table so the queue index stays small and can be rebuilt online.",
+        "high-performance-queue", "rebuild",
+        postgresql="REINDEX INDEX CONCURRENTLY (`queueops act rebuild --queue {q}`) rebuilds it without blocking "
+        "dequeuers; VACUUM (ANALYZE) returns dead space. Keeping payloads in a side table keeps the queue "
+        "index small.",
+        mssql="Reorganize, or rebuild online (REBUILD WITH (ONLINE = ON)) where the edition allows "
+              "(`queueops act rebuild --queue {q}`; the preview says which one and why). Keeping payloads in "
+              "a side table keeps the queue index rebuildable online."),
+    "split_payload": Rule(
+        "Split the payload from the queue (QueueMeta / QueueData)",
+        "Keep only the columns dequeues search on in a narrow QueueMeta table and move the payload to "
+        "QueueData: many more rows per page, fewer page splits, and indexes that can be rebuilt online.",
+        "high-performance-queue"),
+    "ring_buffer": Rule(
+        "Consider a preallocated ring buffer",
+        "A ring of preallocated slots updated in place (push and pop sequences) never splits pages or "
+        "grows ghosts; the article reports it far ahead of insert/delete queues under load.",
+        "ring-buffer-queue"),
+    "finished_pile_up": Rule(
+        "Finished items pile up in the queue table",
+        "Archive finished items continuously in small batches with a pause between batches "
+        "(`queueops act archive --queue {q}`), never in one large delete that fragments the table and "
+        "blocks dequeues.", "high-performance-queue", "archive"),
+    "consumers_stalled": Rule(
+        "Items wait although the queue is short",
+        "Consumers are not taking the oldest item while the queue stays short: check that they run and "
+        "are not blocked (root causes) or failing on the head item (a poison message: move it aside); "
+        "make sure dequeues use {skip_locked}.", "tables-as-queues"),
+    "ring_full": Rule(
+        "Ring buffer nearly full",
+        "Pushes stall when the ring is full: add consumers or capacity.", "ring-buffer-queue"),
 }
 
 
@@ -201,7 +295,18 @@ def counter_increase(prev: float, cur: float, restarted: bool) -> float:
     return cur if restarted or cur < prev else cur - prev
 
 
-def advice(rule: str, queue: str = "") -> str:
-    """The advice text of a rule, with the queue's name filled in ('' for a rule without one)."""
-    text = ADVICE.get(rule, "")
-    return text.replace("{q}", queue)
+def advice(rule: str, queue: str = "{q}", dialect: str = "") -> str:
+    """A rule's advice text for ``dialect`` (``""``: the engine-neutral text, with both ways to skip
+    held rows), the queue's name filled in (``{q}`` left as is by default, for the pipeline to fill)."""
+    r = RULES[rule]
+    text = {"mssql": r.mssql, "postgresql": r.postgresql}.get(dialect) or r.advice
+    skip = SKIP_LOCKED.get(dialect, " / ".join(SKIP_LOCKED.values()))
+    return text.replace("{skip_locked}", skip).replace("{q}", queue)
+
+
+def metric_advice(metric: str, queue: str = "{q}", dialect: str = "") -> str:
+    """The advice of the rule the catalog ties ``metric`` to (its ``advice``, else its ``finding``),
+    '' for a metric without one: what an alert on the metric tells the person it wakes."""
+    m = catalog.get(metric)
+    rule = (m.advice or m.finding) if m is not None else None
+    return advice(rule, queue, dialect) if rule in RULES else ""

@@ -103,6 +103,6 @@ def test_catalog_findings_advice_and_actions_name_real_rules_and_actions() -> No
 
     for name, m in catalog.metrics().items():
         for rule in (m.finding, m.advice):
-            assert not rule or rule in judge.ADVICE, f"{name}: no rule {rule!r} in queueops.judge.ADVICE"
+            assert not rule or rule in judge.RULES, f"{name}: no rule {rule!r} in queueops.judge.RULES"
         assert not m.action or m.action in actions.ACTIONS, f"{name}: no action {m.action!r}"
     assert catalog.overview_columns()[:3] == ("depth", "oldest_age_s", "stuck_leases")

@@ -242,7 +242,7 @@ def _recommendations(recs: list[Recommendation]) -> None:
             extra = []
             if r.action:
                 extra.append(f"action: `{r.action}`")
-            if r.seed:
-                extra.append(f"source: {r.seed}")
+            if r.source:
+                extra.append(f"source: {r.source}")
             if extra:
                 st.caption(" · ".join(extra))

@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from queueops import secrets
+from queueops import judge, secrets
 from queueops.alerts.evaluate import Transition
 
 log = logging.getLogger("queueops.alerts")
@@ -40,6 +40,7 @@ def payload(t: Transition) -> dict[str, Any]:
         "at": t.at.isoformat(),
         "active_since": t.active_since.isoformat(),
         "source": t.rule.source,
+        "advice": judge.metric_advice(t.rule.metric, t.queue) if t.state == "firing" else "",
     }
 
 

@@ -39,6 +39,10 @@ def _rows() -> list:
           row(T0 + 900 * S, "q_frag_big", "page_count", 5000.0)]
     r += [row(T0 + 900 * S, "q_frag_12", "fragmentation_pct", 70.0),            # the 12-page index
           row(T0 + 900 * S, "q_frag_12", "page_count", 12.0)]
+    r += [row(T0 + 900 * S, "q_frag_230", "fragmentation_pct", 72.9),           # a big index, 230 rows
+          row(T0 + 900 * S, "q_frag_230", "page_count", 5000.0),
+          row(T0 + 900 * S, "q_frag_230", "rows_total", 230.0)]
+    r += [row(T0 + 900 * S, "q_frag_nopages", "fragmentation_pct", 75.0)]      # guards not sampled
     # ghosts rise while a snapshot just past the old-snapshot level is open (t1), or a younger one (t2)
     old, young = judge.SNAPSHOT_WARN_S + 30, judge.SNAPSHOT_WARN_S - 15
     r += series(T0, 300, [1000.0 + 400 * i for i in range(6)], "q_ghost", "ghost_records")
@@ -49,12 +53,24 @@ def _rows() -> list:
 
 
 @pytest.fixture(scope="module")
-def pipeline_verdicts(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str], str]:
+def pipeline_findings(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     base = tmp_path_factory.mktemp("parity")
     write_lake(base / "lake", _rows())
     run(spark, str(base / "lake"), str(base / "gold"), full=True)
-    f = table(base / "gold", "findings")
-    return {(r.rule, r.target, r.queue): r.severity for r in f.itertuples()}
+    return table(base / "gold", "findings")
+
+
+@pytest.fixture(scope="module")
+def pipeline_verdicts(pipeline_findings: Any) -> dict[tuple[str, str, str], str]:
+    return {(r.rule, r.target, r.queue): r.severity for r in pipeline_findings.itertuples()}
+
+
+def test_the_console_and_the_pipeline_give_the_judges_advice(pipeline_findings: Any) -> None:
+    assert len(pipeline_findings) >= 3
+    for f in pipeline_findings.itertuples():
+        assert f.action == judge.advice(f.rule, f.queue), f.rule
+    recs = recommend(_queue("q_stuck"), "postgresql", {**LIVE, "stuck_leases": 2.0})
+    assert [(r.rule, r.advice) for r in recs] == [("stuck_leases", judge.advice("stuck_leases", "q_stuck"))]
 
 
 def _console(queue: config_mod.Queue, values: dict[str, float],
@@ -63,7 +79,7 @@ def _console(queue: config_mod.Queue, values: dict[str, float],
     h = queue_health(queue, {**LIVE, **values})
     out = {f.metric: f.state for f in h.reasons}
     for rec in recommend(queue, "postgresql", {**LIVE, **values}, causes):
-        if rec.title == "A long transaction holds cleanup back":
+        if rec.rule == "ghosts_held_by_snapshot":
             out["ghosts_held_by_snapshot"] = rec.severity
     return out
 
@@ -83,6 +99,14 @@ def test_fragmentation_same_floor(pipeline_verdicts: dict) -> None:
     small = {"fragmentation_pct": 70.0, "page_count": 12.0}
     assert "fragmentation_pct" not in _console(_queue("q_frag_12"), small)
     assert not any(r.action == "rebuild" for r in recommend(_queue("q_frag_12"), "postgresql", {**LIVE, **small}))
+
+
+def test_fragmentation_same_row_guard_and_an_unsampled_guard_does_not_suppress(pipeline_verdicts: dict) -> None:
+    few_rows = {"fragmentation_pct": 72.9, "page_count": 5000.0, "rows_total": 230.0}
+    assert ("fragmentation", "t1", "q_frag_230") not in pipeline_verdicts
+    assert "fragmentation_pct" not in _console(_queue("q_frag_230"), few_rows)
+    assert pipeline_verdicts.get(("fragmentation", "t1", "q_frag_nopages")) == "crit"
+    assert _console(_queue("q_frag_nopages"), {"fragmentation_pct": 75.0}).get("fragmentation_pct") == "crit"
 
 
 def test_old_snapshot_same_level(pipeline_verdicts: dict) -> None:

@@ -68,6 +68,7 @@ def test_a_failed_delivery_is_retried_with_the_same_id() -> None:
     b = rx.bodies[0]
     assert (b["alert"], b["state"], b["target"], b["queue"], b["value"], b["condition"]) == (
         "stuck", "firing", "lab", "lease", 3.0, "stuck_leases > 0")
+    assert "queueops act requeue --queue lease" in b["advice"]  # the judge's advice, as on the console
     assert results == [("firing", True)]
 
 
