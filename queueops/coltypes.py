@@ -80,6 +80,7 @@ def mapped_columns(q: Queue) -> list[tuple[str, str | None, str, str]]:
     out = [(f, q.schema_, q.table, getattr(q, f)) for f in
            ("key", "enqueued_at", "status_column", "status_changed_at", "lease_column", "error_column",
             "attempts_column", "due_column", "refcount_column") if getattr(q, f)]
+    out += [(f"open_when_null[{i}]", q.schema_, q.table, col) for i, col in enumerate(q.open_when_null)]
     if q.sequence_table:
         out += [(f, q.schema_, q.sequence_table, getattr(q, f)) for f in ("push_column", "pop_column")
                 if getattr(q, f)]

@@ -156,6 +156,11 @@ class Queue(_Model):
     watermark: Watermark | None = None
     # Times kept in another table: enqueued_at / status_changed_at left empty are read from it.
     times_from: TimesFrom | None = None
+    # Columns that are NULL while an item is still open (GoodJob: finished_at; Que: finished_at,
+    # expired_at): libraries that keep finished jobs in the queue table index only the open ones
+    # (partial indexes WHERE finished_at IS NULL). Every per-queue statement then reads only rows
+    # where all of them are NULL, so finished jobs are not counted and those indexes match.
+    open_when_null: list[Ident] = Field(default_factory=list)
     lease_timeout_s: float = Field(default=300, gt=0)
     thresholds: dict[str, Threshold] = Field(default_factory=dict)
 
@@ -175,6 +180,18 @@ class Queue(_Model):
                 raise ValueError("times_from does not apply to a ring (its slots hold their own times)")
             if self.times_from.table == self.table and (self.times_from.schema_ or self.schema_) == self.schema_:
                 raise ValueError("times_from.table must be another table than the queue's own")
+        if self.open_when_null:
+            if self.kind == "ring":
+                raise ValueError("open_when_null does not apply to a ring (its slots are reused, never finished)")
+            roles = {"key": self.key, "lease_column": self.lease_column, "due_column": self.due_column,
+                     "status_column": self.status_column, "enqueued_at": self.enqueued_at}
+            clash = [f"{col!r} is also {role}" for col in self.open_when_null for role, mapped in roles.items()
+                     if col == mapped]
+            if clash:
+                raise ValueError(f"open_when_null: {'; '.join(clash)} (a column that is NULL for every open "
+                                 "item cannot also be one the statements read)")
+            if len(set(self.open_when_null)) != len(self.open_when_null):
+                raise ValueError("open_when_null names a column twice")
         if self.data_table and not self.data_key:
             raise ValueError(f"data_table {self.data_table!r} needs data_key: the payload table's column that "
                              "holds the queue's key (archive deletes payload rows only through it)")
@@ -414,6 +431,20 @@ def _cross_checks(cfg: Config) -> list[Problem]:
     return problems
 
 
+def preset_warnings(cfg: Config) -> list[Problem]:
+    """Queues whose ``lease_timeout_s`` override is not above their preset library's own rescue
+    (see :func:`queueops.presets.timeout_warning`): told by ``config check``, not refused."""
+    from queueops import presets
+
+    out = []
+    for i, q in enumerate(cfg.queues):
+        why = presets.timeout_warning(q.preset, q.lease_timeout_s)
+        if why:
+            out.append(Problem(f"queues[{i}](name={q.name!r}).lease_timeout_s", q.lease_timeout_s,
+                               f"{why}; fix: raise it above the library's limit, or remove the override"))
+    return out
+
+
 def _secret_fields(cfg: Config) -> list[tuple[str, str]]:
     """(field, value) of every setting that may be an ``env:``/``file:`` reference."""
     refs = [(f"targets[{i}](name={t.name!r}).{fld}", getattr(t, fld)) for i, t in enumerate(cfg.targets)
@@ -444,6 +475,7 @@ def _identifier_fields(q: Queue) -> list[tuple[str, str]]:
         "schema_", "table", "key", "enqueued_at", "status_column", "status_changed_at", "data_table",
         "data_key", "lease_column", "error_column", "attempts_column", "due_column", "sequence_table",
         "push_column", "pop_column", "refcount_column") if getattr(q, f)]
+    out += [(f"open_when_null[{i}]", col) for i, col in enumerate(q.open_when_null)]
     if q.watermark:
         out += [(f"watermark.{f}", getattr(q.watermark, f)) for f in ("schema_", "table", "column")
                 if getattr(q.watermark, f)]

@@ -56,6 +56,11 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
         frags["seq_table"] = quote_table(schema, queue.sequence_table, dialect)
     if queue.capacity:
         frags["capacity"] = str(int(queue.capacity))
+    # Always present (empty without open_when_null), so a block reads the same for every queue:
+    # ``WHERE ...{open_and}`` adds `` AND "c" IS NULL ...``, ``FROM {table}{open_where}`` a WHERE.
+    open_cond = " AND ".join(f"{quote_ident(c, dialect)} IS NULL" for c in queue.open_when_null)
+    frags["open_and"] = f" AND {open_cond}" if open_cond else ""
+    frags["open_where"] = f" WHERE {open_cond}" if open_cond else ""
     if queue.watermark:
         wm = queue.watermark
         frags["wm_table"] = quote_table(wm.schema_ or schema, wm.table, dialect)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from queueops.config import Queue
@@ -22,17 +22,28 @@ from queueops.identifiers import quote_ident
 
 @dataclass(frozen=True)
 class Need:
-    """An index leading with ``columns`` (in order), restricted to rows where ``where`` holds."""
+    """An index leading with ``columns`` (in order), restricted to rows where ``where`` holds.
+
+    ``open_columns`` are the queue's ``open_when_null``: every statement reads only rows where they
+    are NULL, so the index may (and, to stay small, should) hold only those rows, as the library's
+    own partial indexes do."""
 
     columns: tuple[str, ...]
     where_column: str | None = None
     where_null: bool = True  # IS NULL (True) or IS NOT NULL (False)
+    open_columns: tuple[str, ...] = ()
+
+    def conditions(self) -> list[tuple[str, bool]]:
+        """``(column, is_null)`` of every condition of the index's filter, in order."""
+        own = [(self.where_column, self.where_null)] if self.where_column else []
+        return own + [(c, True) for c in self.open_columns]
 
     @property
     def where(self) -> str | None:
-        if self.where_column is None:
+        conds = self.conditions()
+        if not conds:
             return None
-        return f"{self.where_column} IS {'NULL' if self.where_null else 'NOT NULL'}"
+        return " AND ".join(f"{c} IS {'NULL' if null else 'NOT NULL'}" for c, null in conds)
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,11 @@ class Index:
 
 def needed(collector: str, q: Queue) -> Need | None:
     """The index ``collector``'s statement for ``q`` reads through (None: it reads no queue rows by order)."""
+    need = _needed(collector, q)
+    return replace(need, open_columns=tuple(q.open_when_null)) if need and q.open_when_null else need
+
+
+def _needed(collector: str, q: Queue) -> Need | None:
     key = q.key
     if collector == "stuck_leases":
         if q.kind == "lease" and q.lease_column:
@@ -114,9 +130,9 @@ def create_index(q: Queue, need: Need, dialect: str) -> str:
     """The exact statement that gives ``q``'s table the needed index (PostgreSQL: CONCURRENTLY)."""
     table = table_of(q, dialect)
     cols = ", ".join(quote_ident(c, dialect) for c in need.columns)
-    where = ""
-    if need.where_column:
-        where = f" WHERE {quote_ident(need.where_column, dialect)} IS {'NULL' if need.where_null else 'NOT NULL'}"
+    where = " AND ".join(f"{quote_ident(c, dialect)} IS {'NULL' if null else 'NOT NULL'}"
+                         for c, null in need.conditions())
+    where = f" WHERE {where}" if where else ""
     if dialect == "postgresql":
         return f"CREATE INDEX CONCURRENTLY ON {table} ({cols}){where}"
     name = quote_ident(f"IX_queueops_{q.table}_{'_'.join(need.columns)}"[:128], dialect)

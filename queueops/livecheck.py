@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueops import coltypes, engine, indexadvice, secrets, sqlfiles
+from queueops import coltypes, engine, indexadvice, presets, secrets, sqlfiles
 from queueops.config import Config, Queue, Target
 
 # The frequent (fast) statements that read the queue table itself.
@@ -92,6 +92,10 @@ def coverage(q: Queue) -> list[Finding]:
                            f"times_from ({q.times_from.table if q.times_from else ''}): stuck_leases is collected, "
                            "but requeue cannot run (it must reset a time on the row itself)",
                            "use the library's own rescue, or map a status-change column of the row"))
+    timeout = presets.timeout_warning(q.preset, q.lease_timeout_s)
+    if timeout:
+        out.append(Finding("warning", q.name, "lease_timeout_s", f"{q.lease_timeout_s:g}", timeout,
+                           "raise it above the library's limit, or remove the override"))
     if q.kind == "lease" and not q.error_column:
         out.append(Finding("warning", q.name, "error_column", "", "no error column: an item that failed and kept "
                            "its lease counts as a stuck lease", "map error_column if failed items stay leased"))

@@ -36,6 +36,11 @@ def render_for_parse(sqlf: sqlfiles.SqlFile, block: str) -> sqlfiles.Statement:
     for name in ("data_table", "seq_table", "wm_table"):
         if name in frags:
             frags[name] = f"[dbo].[{name}]"
+    # open_when_null's predicate (queueops/fragments.py), rendered so that it is parsed too.
+    if "open_and" in frags:
+        frags["open_and"] = " AND [x_finished] IS NULL AND [x_expired] IS NULL"
+    if "open_where" in frags:
+        frags["open_where"] = " WHERE [x_finished] IS NULL AND [x_expired] IS NULL"
     values = {name: ([1, 2] if name.endswith(("_values", "_ids")) else 1)
               for name in re.findall(r"(?<![:\w]):([a-zA-Z_]\w*)", text)}
     return sqlf.render(block, frags, values)

@@ -36,7 +36,12 @@ def _check(args: argparse.Namespace) -> int:
     if problems:
         return 1
     # With --live the verdict comes last, after the servers were asked: no early "ok".
-    print(f"{cfg.source}: {'valid' if args.live else 'ok'} ({len(cfg.targets)} targets, {len(cfg.queues)} queues)")
+    warnings = [] if args.live else config_mod.preset_warnings(cfg)  # --live reports them among its findings
+    verdict = "valid" if args.live else "ok" if not warnings else f"ok with {len(warnings)} warning(s)"
+    print(f"{cfg.source}: {verdict} ({len(cfg.targets)} targets, {len(cfg.queues)} queues)")
+    source = cfg.source or "<config>"
+    for w in warnings:
+        print(w.render(source).replace(f"{source}: ", f"{source}: warning: ", 1))
     for field, path in config_mod.secret_files(cfg):
         print(f"  {field}: secret read from {path}")
     if not args.live:

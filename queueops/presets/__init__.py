@@ -74,9 +74,9 @@ class Preset(BaseModel):
     @model_validator(mode="after")
     def _safe_timeout(self) -> Preset:
         timeout = float(self.queue.get("lease_timeout_s", 300))
-        if timeout <= self.rescue.stale_after_s:
+        if timeout <= max(self.rescue.stale_after_s, self.rescue.heartbeat_s):
             raise ValueError(f"preset {self.name}: lease_timeout_s {timeout} is not above the library's own "
-                             f"stale-job limit {self.rescue.stale_after_s}")
+                             f"stale-job limit {self.rescue.stale_after_s} and heartbeat {self.rescue.heartbeat_s}")
         if self.actions.requeue != "allow" and not self.actions.requeue_reason:
             raise ValueError(f"preset {self.name}: requeue = {self.actions.requeue!r} needs requeue_reason")
         return self
@@ -112,6 +112,28 @@ def get(name: str) -> Preset:
     if name not in presets:
         raise KeyError(f"no preset {name!r} (known: {', '.join(presets)})")
     return presets[name]
+
+
+def timeout_warning(preset: str | None, lease_timeout_s: float) -> str | None:
+    """Why a queue's ``lease_timeout_s`` is unsafe for its preset's library, or None.
+
+    The preset's own value is checked above the library's rescue when the preset loads; a user's
+    override is not refused (the user may know better) but told: at or below the library's own
+    stale-job limit, queueops calls stuck (and requeue would release) work the library still
+    considers alive or is rescuing itself; at or below its heartbeat, every live job looks stuck."""
+    if preset is None or preset not in all_presets():
+        return None
+    if "stuck_leases" in get(preset).unavailable:
+        return None  # the mapping has no lease for the timeout to judge (advisory locks, visibility times)
+    rescue = get(preset).rescue
+    if rescue.stale_after_s >= rescue.heartbeat_s:
+        limit, what = rescue.stale_after_s, "the library's own stale-job limit"
+    else:
+        limit, what = rescue.heartbeat_s, "the library's heartbeat interval"
+    if limit and lease_timeout_s <= limit:
+        return (f"is not above {limit:g} s, {what} (preset {preset!r}): stuck_leases counts jobs the library "
+                "still considers alive or rescues itself")
+    return None
 
 
 def expand(queue: dict[str, Any]) -> dict[str, Any]:

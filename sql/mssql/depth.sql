@@ -7,7 +7,7 @@
 -- dequeuer; a figure may be off by the rows in flight, which is fine for monitoring.
 -- @block delete
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT COUNT(*) AS n FROM (SELECT TOP (:cap) 1 AS x FROM {table}) AS l) AS s
+FROM (SELECT COUNT(*) AS n FROM (SELECT TOP (:cap) 1 AS x FROM {table}{open_where}) AS l) AS s
 CROSS JOIN (SELECT SUM(ps.row_count) AS row_count FROM sys.dm_db_partition_stats AS ps
             WHERE ps.object_id = OBJECT_ID(:qualified_table) AND ps.index_id IN (0, 1)) AS p
 CROSS APPLY (VALUES
@@ -18,10 +18,10 @@ CROSS APPLY (VALUES
 ) AS v (metric, value, note)
 -- @block status
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {status} IN (:ready_values)) AS l) AS ready,
-             (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {status} IN (:processing_values)) AS l) AS processing,
-             (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {status} IN (:done_values)) AS l) AS done,
-             (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}) AS l) AS total) AS n
+FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {status} IN (:ready_values){open_and}) AS l) AS ready,
+             (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {status} IN (:processing_values){open_and}) AS l) AS processing,
+             (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {status} IN (:done_values){open_and}) AS l) AS done,
+             (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}{open_where}) AS l) AS total) AS n
 CROSS JOIN (SELECT SUM(ps.row_count) AS row_count FROM sys.dm_db_partition_stats AS ps
             WHERE ps.object_id = OBJECT_ID(:qualified_table) AND ps.index_id IN (0, 1)) AS p
 CROSS APPLY (VALUES
@@ -38,8 +38,8 @@ CROSS APPLY (VALUES
 ) AS v (metric, value, note)
 -- @block lease
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {lease} IS NULL) AS l) AS ready,
-             (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}) AS l) AS total) AS n
+FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {lease} IS NULL{open_and}) AS l) AS ready,
+             (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}{open_where}) AS l) AS total) AS n
 CROSS JOIN (SELECT SUM(ps.row_count) AS row_count FROM sys.dm_db_partition_stats AS ps
             WHERE ps.object_id = OBJECT_ID(:qualified_table) AND ps.index_id IN (0, 1)) AS p
 CROSS APPLY (VALUES
@@ -51,8 +51,8 @@ CROSS APPLY (VALUES
 ) AS v (metric, value, note)
 -- @block due
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {due} <= SYSUTCDATETIME()) AS l) AS ready,
-             (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}) AS l) AS total) AS n
+FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {due} <= SYSUTCDATETIME(){open_and}) AS l) AS ready,
+             (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}{open_where}) AS l) AS total) AS n
 CROSS JOIN (SELECT SUM(ps.row_count) AS row_count FROM sys.dm_db_partition_stats AS ps
             WHERE ps.object_id = OBJECT_ID(:qualified_table) AND ps.index_id IN (0, 1)) AS p
 CROSS APPLY (VALUES

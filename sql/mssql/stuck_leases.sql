@@ -13,8 +13,8 @@
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}
                                      WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())
-                                       AND {error} IS NULL) AS l) AS n,
-             (SELECT TOP (1) {lease} FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL ORDER BY {lease}) AS oldest) AS s
+                                       AND {error} IS NULL{open_and}) AS l) AS n,
+             (SELECT TOP (1) {lease} FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL{open_and} ORDER BY {lease}) AS oldest) AS s
 CROSS JOIN (SELECT COUNT(*) AS n FROM sys.indexes AS i
             JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal = 1
             JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
@@ -32,8 +32,8 @@ CROSS APPLY (VALUES
 -- @block lease_basic
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}
-                                     WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())) AS l) AS n,
-             (SELECT TOP (1) {lease} FROM {table} WHERE {lease} IS NOT NULL ORDER BY {lease}) AS oldest) AS s
+                                     WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME()){open_and}) AS l) AS n,
+             (SELECT TOP (1) {lease} FROM {table} WHERE {lease} IS NOT NULL{open_and} ORDER BY {lease}) AS oldest) AS s
 CROSS JOIN (SELECT COUNT(*) AS n FROM sys.indexes AS i
             JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal = 1
             JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
@@ -52,9 +52,9 @@ CROSS APPLY (VALUES
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}
                                      WHERE {status} IN (:processing_values)
-                                       AND {status_changed_at} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())) AS l) AS n,
+                                       AND {status_changed_at} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME()){open_and}) AS l) AS n,
              (SELECT MIN(p.changed) FROM (SELECT TOP (:cap) {status_changed_at} AS changed FROM {table}
-                                          WHERE {status} IN (:processing_values)) AS p) AS oldest) AS s
+                                          WHERE {status} IN (:processing_values){open_and}) AS p) AS oldest) AS s
 CROSS JOIN (SELECT COUNT(*) AS n FROM sys.indexes AS i
             JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal = 1
             JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id

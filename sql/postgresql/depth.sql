@@ -40,7 +40,7 @@ WITH queueops_q AS MATERIALIZED (
 )
 -- @block delete
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} ORDER BY {key} LIMIT :cap) AS l) AS n OFFSET 0) AS s
+FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) AS n OFFSET 0) AS s
 JOIN queueops_q AS c ON c.queue = :queue
 CROSS JOIN LATERAL (VALUES
     ('depth', CASE WHEN s.n < :cap THEN s.n ELSE greatest(s.n, c.reltuples) END::float8,
@@ -53,15 +53,15 @@ CROSS JOIN LATERAL (VALUES
 -- @block status
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT (SELECT sum(x.n) FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
                                                              ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS ready,
              (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
                                                              ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
              (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
                                                              ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
-             (SELECT count(*) FROM (SELECT 1 FROM {table} ORDER BY {key} LIMIT :cap) AS l) AS total
+             (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) AS total
       OFFSET 0) AS n
 JOIN queueops_q AS c ON c.queue = :queue
 CROSS JOIN LATERAL (
@@ -92,8 +92,8 @@ CROSS JOIN LATERAL (VALUES
 ) AS v (metric, value, note)
 -- @block lease
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {lease} IS NULL ORDER BY {key} LIMIT :cap) AS l) AS ready,
-             (SELECT count(*) FROM (SELECT 1 FROM {table} ORDER BY {key} LIMIT :cap) AS l) AS total
+FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {lease} IS NULL{open_and} ORDER BY {key} LIMIT :cap) AS l) AS ready,
+             (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) AS total
       OFFSET 0) AS n
 JOIN queueops_q AS c ON c.queue = :queue
 CROSS JOIN LATERAL (SELECT c.lease_null_frac AS null_frac) AS f
@@ -116,8 +116,30 @@ CROSS JOIN LATERAL (VALUES
 ) AS v (metric, value, note)
 -- @block due
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now() ORDER BY {due} LIMIT :cap) AS l) AS ready,
-             (SELECT count(*) FROM (SELECT 1 FROM {table} ORDER BY {key} LIMIT :cap) AS l) AS total
+FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
+             (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) AS total
+      OFFSET 0) AS n
+JOIN queueops_q AS c ON c.queue = :queue
+CROSS JOIN LATERAL (SELECT c.due_share AS share) AS f
+CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total ELSE greatest(n.total, c.reltuples) END AS total) AS e
+CROSS JOIN LATERAL (VALUES
+    ('depth', CASE WHEN n.ready < :cap THEN n.ready
+                   ELSE greatest(n.ready, e.total * coalesce(f.share, 1)) END::float8,
+     CASE WHEN n.ready < :cap THEN 'exact' WHEN f.share IS NOT NULL THEN 'estimate (pg_stats histogram)'
+          WHEN c.reltuples >= 0 THEN 'estimate (upper bound: pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END),
+    ('count_not_due', CASE WHEN n.ready < :cap AND n.total < :cap THEN n.total - n.ready END::float8,
+     CASE WHEN n.ready < :cap AND n.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
+    ('rows_total', e.total::float8,
+     CASE WHEN n.total < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END)
+) AS v (metric, value, note)
+-- @block due_heap
+-- order = "heap" (the key is a GUID, GoodJob's id): no index orders the open rows by key, so the
+-- total is counted in due order too, through the index the ready count already reads.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
+             (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {due} LIMIT :cap) AS l) AS total
       OFFSET 0) AS n
 JOIN queueops_q AS c ON c.queue = :queue
 CROSS JOIN LATERAL (SELECT c.due_share AS share) AS f

@@ -3,11 +3,11 @@
 -- For due queues the age is the lateness of the most overdue item (now - due time).
 -- @block delete
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table}{open_where} ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
        '' AS note
 -- @block status
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values)
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values){open_and}
                                              ORDER BY {status}, {key} LIMIT 1)), 0)::float8 AS value,
        '' AS note
 -- @block delete_heap
@@ -15,29 +15,29 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
 -- found by its enqueue time, through an index that leads with it. fifo and lifo read the lowest key:
 -- in both, the lowest key is the oldest item (a LIFO consumer takes the highest, the oldest waits).
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} ORDER BY {enqueued_at} LIMIT 1)), 0)::float8
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table}{open_where} ORDER BY {enqueued_at} LIMIT 1)), 0)::float8
            AS value,
        'heap: by enqueue time' AS note
 -- @block status_heap
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values)
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values){open_and}
                                              ORDER BY {enqueued_at} LIMIT 1)), 0)::float8 AS value,
        'heap: by enqueue time' AS note
 -- @block lease
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {lease} IS NULL
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {lease} IS NULL{open_and}
                                              ORDER BY {enqueued_at}, {key} LIMIT 1)), 0)::float8 AS value,
        '' AS note
 -- @block lease_side
 -- The enqueue time lives in the queue's times_from side table: the oldest free item is the
 -- lowest key, so the side table is read once for that item instead of once per free item.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {lease} IS NULL
+       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {lease} IS NULL{open_and}
                                              ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
        'enqueue time from the side table, oldest by key' AS note
 -- @block due
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       greatest(coalesce(extract(epoch FROM now() - (SELECT {due} FROM {table} WHERE {due} <= now()
+       greatest(coalesce(extract(epoch FROM now() - (SELECT {due} FROM {table} WHERE {due} <= now(){open_and}
                                                       ORDER BY {due} LIMIT 1)), 0), 0)::float8 AS value,
        '' AS note
 -- @block ring

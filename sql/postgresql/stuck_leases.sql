@@ -41,10 +41,10 @@ FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
                 (SELECT count(*) FILTER (WHERE l.lease < now() - make_interval(secs => :lease_timeout_s))
-                 FROM (SELECT {lease} AS lease FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL
+                 FROM (SELECT {lease} AS lease FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL{open_and}
                        ORDER BY {lease} LIMIT :cap) AS l) END AS n,
            CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL ORDER BY {lease} LIMIT 1) END AS oldest
+                (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL{open_and} ORDER BY {lease} LIMIT 1) END AS oldest
     OFFSET 0
 ) AS s
 CROSS JOIN LATERAL (VALUES
@@ -67,10 +67,10 @@ FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
                 (SELECT count(*) FILTER (WHERE l.lease < now() - make_interval(secs => :lease_timeout_s))
-                 FROM (SELECT {lease} AS lease FROM {table} WHERE {lease} IS NOT NULL
+                 FROM (SELECT {lease} AS lease FROM {table} WHERE {lease} IS NOT NULL{open_and}
                        ORDER BY {lease} LIMIT :cap) AS l) END AS n,
            CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL ORDER BY {lease} LIMIT 1) END AS oldest
+                (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL{open_and} ORDER BY {lease} LIMIT 1) END AS oldest
     OFFSET 0
 ) AS s
 CROSS JOIN LATERAL (VALUES
@@ -95,12 +95,12 @@ CROSS JOIN LATERAL (
                 (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
                  CROSS JOIN LATERAL (SELECT count(*) AS n FROM (
                      SELECT 1 FROM {table}
-                     WHERE {status} = u.s AND {status_changed_at} < now() - make_interval(secs => :lease_timeout_s)
+                     WHERE {status} = u.s AND {status_changed_at} < now() - make_interval(secs => :lease_timeout_s){open_and}
                      ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) END AS n,
            CASE WHEN ix.indexed OR ix.small THEN
                 (SELECT min(x.oldest) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
                  CROSS JOIN LATERAL (SELECT min(p.changed) AS oldest FROM (
-                     SELECT {status_changed_at} AS changed FROM {table} WHERE {status} = u.s
+                     SELECT {status_changed_at} AS changed FROM {table} WHERE {status} = u.s{open_and}
                      ORDER BY {status}, {key} LIMIT :cap) AS p) AS x) END AS oldest
     OFFSET 0
 ) AS s

@@ -40,7 +40,7 @@ CREATE INDEX river_job_state_and_finalized_at_index ON {s}.river_job (state, fin
     WHERE finalized_at IS NOT NULL;
 CREATE INDEX river_job_prioritized_fetching_index ON {s}.river_job (state, queue, priority, scheduled_at, id);
 """,
-    # GoodJob 4's install migration (good_jobs and its partial indexes).
+    # GoodJob 4's db/schema.rb (good_jobs as its install and update migrations leave it: every index).
     "good_job": """
 CREATE TABLE {s}.good_jobs (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(), queue_name text, priority integer, serialized_params jsonb,
@@ -49,13 +49,30 @@ CREATE TABLE {s}.good_jobs (
     concurrency_key text, cron_key text, retried_good_job_id uuid, cron_at timestamp, batch_id uuid,
     batch_callback_id uuid, is_discrete boolean, executions_count integer, job_class text, error_event smallint,
     labels text[], locked_by_id uuid, locked_at timestamp);
+CREATE INDEX index_good_jobs_on_active_job_id_and_created_at ON {s}.good_jobs (active_job_id, created_at);
+CREATE INDEX index_good_jobs_on_batch_callback_id ON {s}.good_jobs (batch_callback_id)
+    WHERE batch_callback_id IS NOT NULL;
+CREATE INDEX index_good_jobs_on_batch_id ON {s}.good_jobs (batch_id) WHERE batch_id IS NOT NULL;
+CREATE INDEX index_good_jobs_on_concurrency_key_when_unfinished ON {s}.good_jobs (concurrency_key)
+    WHERE finished_at IS NULL;
+CREATE INDEX index_good_jobs_on_concurrency_key_and_created_at ON {s}.good_jobs (concurrency_key, created_at);
+CREATE INDEX index_good_jobs_on_cron_key_and_created_at_cond ON {s}.good_jobs (cron_key, created_at)
+    WHERE cron_key IS NOT NULL;
+CREATE UNIQUE INDEX index_good_jobs_on_cron_key_and_cron_at_cond ON {s}.good_jobs (cron_key, cron_at)
+    WHERE cron_key IS NOT NULL;
+CREATE INDEX index_good_jobs_jobs_on_finished_at_only ON {s}.good_jobs (finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX index_good_jobs_on_job_class ON {s}.good_jobs (job_class);
+CREATE INDEX index_good_jobs_on_labels ON {s}.good_jobs USING gin (labels) WHERE labels IS NOT NULL;
+CREATE INDEX index_good_jobs_on_locked_by_id ON {s}.good_jobs (locked_by_id) WHERE locked_by_id IS NOT NULL;
+CREATE INDEX index_good_job_jobs_for_candidate_lookup ON {s}.good_jobs (priority, created_at)
+    WHERE finished_at IS NULL;
+CREATE INDEX index_good_jobs_jobs_on_priority_created_at_when_unfinished ON {s}.good_jobs
+    (priority DESC NULLS LAST, created_at) WHERE finished_at IS NULL;
+CREATE INDEX index_good_jobs_on_priority_scheduled_at_unfinished_unlocked ON {s}.good_jobs
+    (priority, scheduled_at) WHERE finished_at IS NULL AND locked_by_id IS NULL;
 CREATE INDEX index_good_jobs_on_queue_name_and_scheduled_at ON {s}.good_jobs (queue_name, scheduled_at)
     WHERE finished_at IS NULL;
-CREATE INDEX index_good_jobs_jobs_on_finished_at ON {s}.good_jobs (finished_at)
-    WHERE retried_good_job_id IS NULL AND finished_at IS NOT NULL;
-CREATE INDEX index_good_jobs_on_locked_by_id ON {s}.good_jobs (locked_by_id) WHERE locked_by_id IS NOT NULL;
-CREATE INDEX index_good_jobs_on_priority_scheduled_at_unfinished_unlocked ON {s}.good_jobs
-    (priority, scheduled_at, id) WHERE finished_at IS NULL AND locked_by_id IS NULL;
+CREATE INDEX index_good_jobs_on_scheduled_at ON {s}.good_jobs (scheduled_at) WHERE finished_at IS NULL;
 """,
     # Solid Queue's db/queue_schema.rb (the ready executions table).
     "solid_queue": """

@@ -5,6 +5,8 @@ and every SQL Server preset's collector statements parse as T-SQL with their pla
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,9 +14,10 @@ import sqlglot
 
 from collectors import registry, runner
 from queueops import config as config_mod
-from queueops import presets
+from queueops import indexadvice, presets
 from queueops.actions import requeue
 from queueops.actions.model import ActionError, RequeueOptions
+from queueops.fragments import fragments_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = sorted(presets.all_presets())
@@ -91,3 +94,53 @@ def test_mssql_presets_statements_parse_as_tsql(collector: str) -> None:
     assert code.count("?") == len(stmt.params)
     parsed = sqlglot.parse(stmt.sql, read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
     assert len(parsed) == 1 and not isinstance(parsed[0], sqlglot.exp.Command)
+
+
+def test_lease_timeout_override_below_the_library_rescue_is_warned(tmp_path: Path) -> None:
+    """config check tells (exit 0, file, queue, field, value) a lease_timeout_s override at or below
+    the library's own stale-job limit or heartbeat; the presets' own defaults are never warned."""
+    assert not config_mod.preset_warnings(_cfg("postgresql", *(_queue(n) for n in NAMES
+                                                               if presets.get(n).engine == "postgresql")))
+    cfg = tmp_path / "queueops.toml"
+    cfg.write_text('[[targets]]\nname = "t"\ndialect = "postgresql"\nurl = "postgresql://u@h/db"\n\n'
+                   '[[queues]]\nname = "jobs"\ntarget = "t"\npreset = "pgboss"\nlease_timeout_s = 120\n\n'
+                   '[[queues]]\nname = "beats"\ntarget = "t"\npreset = "oban"\nlease_timeout_s = 4000\n\n'
+                   '[[queues]]\nname = "pgq"\ntarget = "t"\npreset = "pgqueuer"\nlease_timeout_s = 10\n\n'
+                   # GoodJob has no lease in its mapping (stuck_leases unavailable): nothing to warn about
+                   '[[queues]]\nname = "gj"\ntarget = "t"\npreset = "good_job"\nlease_timeout_s = 5\n')
+    out = subprocess.run([sys.executable, "-m", "queueops.cli", "config", "check", "--config", str(cfg)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    warned = [line for line in out.stdout.splitlines() if ": warning: " in line]
+    assert len(warned) == 2, out.stdout
+    assert warned[0] == (f"{cfg}: warning: queues[0](name='jobs').lease_timeout_s = 120.0: is not above 1020 s, "
+                         "the library's own stale-job limit (preset 'pgboss'): stuck_leases counts jobs the "
+                         "library still considers alive or rescues itself; fix: raise it above the library's "
+                         "limit, or remove the override")
+    assert "queues[2](name='pgq').lease_timeout_s = 10.0: is not above 30 s" in warned[1]
+    assert "ok with 2 warning(s)" in out.stdout
+
+
+def test_open_when_null_is_validated_and_rendered_quoted() -> None:
+    q = _cfg("postgresql", _queue("que")).queues[0]
+    assert q.open_when_null == ["finished_at", "expired_at"]
+    frags = fragments_for(q, "postgresql")
+    assert frags["open_and"] == ' AND "finished_at" IS NULL AND "expired_at" IS NULL'
+    assert fragments_for(q, "mssql")["open_where"] == " WHERE [finished_at] IS NULL AND [expired_at] IS NULL"
+    stmt = runner.build_statement(registry.by_name("depth"), _cfg("postgresql").targets[0], [q])
+    assert stmt is not None and stmt.sql.count('"finished_at" IS NULL AND "expired_at" IS NULL') == 2
+    need = indexadvice.needed("depth", q)
+    assert need is not None and indexadvice.create_index(q, need, "postgresql") == (
+        'CREATE INDEX CONCURRENTLY ON "public"."que_jobs" ("run_at") WHERE "finished_at" IS NULL '
+        'AND "expired_at" IS NULL')
+    # A queue without it renders exactly as before (empty fragments).
+    plain = _cfg("postgresql", {"name": "p", "target": "t", "kind": "delete", "table": "t1", "key": "id"}).queues[0]
+    assert (fragments_for(plain, "postgresql")["open_and"], fragments_for(plain, "postgresql")["open_where"]) == ("", "")
+    for bad, message in (({"open_when_null": ["x;drop"]}, "not a safe identifier"),
+                         ({"open_when_null": ["run_at"]}, "'run_at' is also due_column"),
+                         ({"open_when_null": ["a", "a"]}, "names a column twice")):
+        with pytest.raises(config_mod.ConfigError, match=message):
+            _cfg("postgresql", {**_queue("que"), **bad})
+    with pytest.raises(config_mod.ConfigError, match="does not apply to a ring"):
+        _cfg("postgresql", {"name": "r", "target": "t", "kind": "ring", "table": "s", "key": "id",
+                            "sequence_table": "q", "push_column": "a", "pop_column": "b", "open_when_null": ["c"]})

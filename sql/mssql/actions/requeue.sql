@@ -13,18 +13,18 @@
 -- to the column's type), the observed lease or status time as datetime2.
 -- @block count_lease
 SELECT COUNT(*) AS n FROM (
-    SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff) AS s
+    SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff{open_and}) AS s
 -- @block sample_lease
 SELECT TOP (:sample_n) {key} AS item, {lease} AS observed,
        DATEDIFF(SECOND, {lease}, SYSUTCDATETIME()) AS lease_age_s
-FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff
+FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff{open_and}
 ORDER BY {lease}, {key}
 -- @block batch_lease
 DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
 WITH picked AS (
     SELECT TOP (:batch_n) {key}, {lease}
     FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
-    WHERE {lease} < :cutoff
+    WHERE {lease} < :cutoff{open_and}
     ORDER BY {lease}, {key})
 UPDATE picked SET {lease} = NULL
 OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
@@ -34,7 +34,7 @@ DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NUL
 WITH picked AS (
     SELECT TOP (:batch_n) {key}, {lease}, {attempts}
     FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
-    WHERE {lease} < :cutoff
+    WHERE {lease} < :cutoff{open_and}
     ORDER BY {lease}, {key})
 UPDATE picked SET {lease} = NULL, {attempts} = {attempts} + 1
 OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
@@ -44,18 +44,18 @@ SELECT o.item, o.observed FROM @queueops_out AS o
 -- blocks with that predicate, used whenever the queue maps error_column.
 -- @block count_lease_unfailed
 SELECT COUNT(*) AS n FROM (
-    SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff AND {error} IS NULL) AS s
+    SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff AND {error} IS NULL{open_and}) AS s
 -- @block sample_lease_unfailed
 SELECT TOP (:sample_n) {key} AS item, {lease} AS observed,
        DATEDIFF(SECOND, {lease}, SYSUTCDATETIME()) AS lease_age_s
-FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff AND {error} IS NULL
+FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff AND {error} IS NULL{open_and}
 ORDER BY {lease}, {key}
 -- @block batch_lease_unfailed
 DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
 WITH picked AS (
     SELECT TOP (:batch_n) {key}, {lease}
     FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
-    WHERE {lease} < :cutoff AND {error} IS NULL
+    WHERE {lease} < :cutoff AND {error} IS NULL{open_and}
     ORDER BY {lease}, {key})
 UPDATE picked SET {lease} = NULL
 OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
@@ -65,7 +65,7 @@ DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NUL
 WITH picked AS (
     SELECT TOP (:batch_n) {key}, {lease}, {attempts}
     FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
-    WHERE {lease} < :cutoff AND {error} IS NULL
+    WHERE {lease} < :cutoff AND {error} IS NULL{open_and}
     ORDER BY {lease}, {key})
 UPDATE picked SET {lease} = NULL, {attempts} = {attempts} + 1
 OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
@@ -73,19 +73,19 @@ SELECT o.item, o.observed FROM @queueops_out AS o
 -- @block count_status
 SELECT COUNT(*) AS n FROM (
     SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK)
-    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff) AS s
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and}) AS s
 -- @block sample_status
 SELECT TOP (:sample_n) {key} AS item, {status} AS status, {status_changed_at} AS observed,
        DATEDIFF(SECOND, {status_changed_at}, SYSUTCDATETIME()) AS lease_age_s
 FROM {table} WITH (NOLOCK)
-WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
+WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and}
 ORDER BY {status_changed_at}, {key}
 -- @block batch_status
 DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
 WITH picked AS (
     SELECT TOP (:batch_n) {key}, {status}, {status_changed_at}
     FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
-    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and}
     ORDER BY {status_changed_at}, {key})
 UPDATE picked SET {status} = :ready_value, {status_changed_at} = SYSUTCDATETIME()
 OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{status_changed_at}) INTO @queueops_out;
@@ -95,7 +95,7 @@ DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NUL
 WITH picked AS (
     SELECT TOP (:batch_n) {key}, {status}, {status_changed_at}, {attempts}
     FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
-    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and}
     ORDER BY {status_changed_at}, {key})
 UPDATE picked SET {status} = :ready_value, {status_changed_at} = SYSUTCDATETIME(), {attempts} = {attempts} + 1
 OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{status_changed_at}) INTO @queueops_out;

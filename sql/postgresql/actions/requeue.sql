@@ -7,16 +7,16 @@
 -- still the one observed when it was picked (compare-and-set), and the observed value is returned.
 -- @block count_lease
 SELECT count(*) AS n FROM (
-    SELECT 1 FROM {table} WHERE {lease} < :cutoff LIMIT :limit_n) AS s
+    SELECT 1 FROM {table} WHERE {lease} < :cutoff{open_and} LIMIT :limit_n) AS s
 -- @block sample_lease
 SELECT {key} AS item, {lease} AS observed,
        round(extract(epoch FROM (now() - {lease}))::numeric, 1)::float8 AS lease_age_s
-FROM {table} WHERE {lease} < :cutoff
+FROM {table} WHERE {lease} < :cutoff{open_and}
 ORDER BY {lease}, {key} LIMIT :sample_n
 -- @block batch_lease
 WITH picked AS (
     SELECT {key} AS item, {lease} AS observed FROM {table}
-    WHERE {lease} < :cutoff
+    WHERE {lease} < :cutoff{open_and}
     ORDER BY {lease}, {key} LIMIT :batch_n
     FOR UPDATE SKIP LOCKED)
 UPDATE {table} AS t SET {lease} = NULL
@@ -26,7 +26,7 @@ RETURNING t.{key} AS item, picked.observed AS observed
 -- @block batch_lease_attempts
 WITH picked AS (
     SELECT {key} AS item, {lease} AS observed FROM {table}
-    WHERE {lease} < :cutoff
+    WHERE {lease} < :cutoff{open_and}
     ORDER BY {lease}, {key} LIMIT :batch_n
     FOR UPDATE SKIP LOCKED)
 UPDATE {table} AS t SET {lease} = NULL, {attempts} = t.{attempts} + 1
@@ -38,16 +38,16 @@ RETURNING t.{key} AS item, picked.observed AS observed
 -- blocks with that predicate, used whenever the queue maps error_column.
 -- @block count_lease_unfailed
 SELECT count(*) AS n FROM (
-    SELECT 1 FROM {table} WHERE {lease} < :cutoff AND {error} IS NULL LIMIT :limit_n) AS s
+    SELECT 1 FROM {table} WHERE {lease} < :cutoff AND {error} IS NULL{open_and} LIMIT :limit_n) AS s
 -- @block sample_lease_unfailed
 SELECT {key} AS item, {lease} AS observed,
        round(extract(epoch FROM (now() - {lease}))::numeric, 1)::float8 AS lease_age_s
-FROM {table} WHERE {lease} < :cutoff AND {error} IS NULL
+FROM {table} WHERE {lease} < :cutoff AND {error} IS NULL{open_and}
 ORDER BY {lease}, {key} LIMIT :sample_n
 -- @block batch_lease_unfailed
 WITH picked AS (
     SELECT {key} AS item, {lease} AS observed FROM {table}
-    WHERE {lease} < :cutoff AND {error} IS NULL
+    WHERE {lease} < :cutoff AND {error} IS NULL{open_and}
     ORDER BY {lease}, {key} LIMIT :batch_n
     FOR UPDATE SKIP LOCKED)
 UPDATE {table} AS t SET {lease} = NULL
@@ -57,7 +57,7 @@ RETURNING t.{key} AS item, picked.observed AS observed
 -- @block batch_lease_attempts_unfailed
 WITH picked AS (
     SELECT {key} AS item, {lease} AS observed FROM {table}
-    WHERE {lease} < :cutoff AND {error} IS NULL
+    WHERE {lease} < :cutoff AND {error} IS NULL{open_and}
     ORDER BY {lease}, {key} LIMIT :batch_n
     FOR UPDATE SKIP LOCKED)
 UPDATE {table} AS t SET {lease} = NULL, {attempts} = t.{attempts} + 1
@@ -67,17 +67,17 @@ RETURNING t.{key} AS item, picked.observed AS observed
 -- @block count_status
 SELECT count(*) AS n FROM (
     SELECT 1 FROM {table}
-    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff LIMIT :limit_n) AS s
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and} LIMIT :limit_n) AS s
 -- @block sample_status
 SELECT {key} AS item, {status} AS status, {status_changed_at} AS observed,
        round(extract(epoch FROM (now() - {status_changed_at}))::numeric, 1)::float8 AS lease_age_s
 FROM {table}
-WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
+WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and}
 ORDER BY {status_changed_at}, {key} LIMIT :sample_n
 -- @block batch_status
 WITH picked AS (
     SELECT {key} AS item, {status_changed_at} AS observed FROM {table}
-    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and}
     ORDER BY {status_changed_at}, {key} LIMIT :batch_n
     FOR UPDATE SKIP LOCKED)
 UPDATE {table} AS t SET {status} = :ready_value, {status_changed_at} = now()
@@ -88,7 +88,7 @@ RETURNING t.{key} AS item, picked.observed AS observed
 -- @block batch_status_attempts
 WITH picked AS (
     SELECT {key} AS item, {status_changed_at} AS observed FROM {table}
-    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and}
     ORDER BY {status_changed_at}, {key} LIMIT :batch_n
     FOR UPDATE SKIP LOCKED)
 UPDATE {table} AS t SET {status} = :ready_value, {status_changed_at} = now(), {attempts} = t.{attempts} + 1
