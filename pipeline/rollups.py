@@ -112,6 +112,11 @@ def with_deltas(df: DataFrame, params: Params) -> DataFrame:
     first interval of a recomputed hour finds its previous sample; the rollups keep only
     ``in_scope`` rows afterwards.
 
+    The look-backs run per target and hour (one shuffle, two sorts, as with one partition per
+    target), each hour given copies of the rows it needs from the hours before: a window partition
+    is one hour of one target whatever the lake's size. With one partition per target it was the
+    target's whole history, which ran a 1 GB driver out of heap on large lakes.
+
     ``signal`` marks the samples a finding rule looks for (see :data:`SIMPLE_SIGNAL`; stuck leases
     held on ``stuck_cycles`` consecutive samples): the rollups count them per window, so the
     findings need no second pass over the lake.
@@ -123,26 +128,40 @@ def with_deltas(df: DataFrame, params: Params) -> DataFrame:
         "*", "CAST(NULL AS DOUBLE) AS delta", "CAST(NULL AS DOUBLE) AS covered_s", "CAST(NULL AS INT) AS reset",
         f"{SIMPLE_SIGNAL} AS signal")
     gap_us = int(params.max_gap_s * 1e6)
+    n = int(params.stuck_cycles)
     instant = ", ".join(str(t) for t in m.INSTANT_CNTR_TYPES)
     cols = list(df.columns)
     epochs = sql_list(m.EPOCHS)
     # One scan for counters and epochs: each counter sample takes the latest epoch as of its time.
     both = df.where(f"value IS NOT NULL AND ({counter} OR {looked} OR (metric IN ({epochs}) AND queue = ''))"
                     ).selectExpr(*cols, f"metric IN ({epochs}) AS is_epoch")
+    # Window partitions are one hour of one target (``part``, epoch micros of the hour), so none grows
+    # with the lake. Each row is in its own hour's partition and, as a margin copy, in the next hours
+    # whose start is at most ``reach`` after it: a counter's previous sample counts only within
+    # max_gap_s; that sample's epoch is at most max_gap_s older still; a run of stuck_cycles samples
+    # spans at most an hour. An older row cannot change any delta, epoch or run, so the results equal
+    # those of one partition per target. max_gap_s <= 3600 (Params): two hours of margin suffice.
+    reach = (f"CASE WHEN is_epoch THEN {2 * gap_us}L WHEN metric = '{m.STUCK_LEASES}' "
+             f"THEN {3_600_000_000 if n > 1 else 0}L ELSE {gap_us}L END")
+    spread = both.selectExpr(
+        "*", f"explode(filter(array(0, 1, 2), k -> k = 0 OR unix_micros(hour_start) + k * 3600000000L "
+             f"- unix_micros(ts) <= {reach})) AS k").selectExpr(
+        "*", "unix_micros(hour_start) + k * 3600000000L AS part")
     # Running frames (linear), not a sliding RANGE frame (which re-reads the frame for every row):
     # the latest epoch so far and its time; it counts only if no older than max_gap_s.
-    run = "OVER (PARTITION BY target, database ORDER BY ts, is_epoch DESC ROWS UNBOUNDED PRECEDING)"
+    run = "OVER (PARTITION BY target, database, part ORDER BY ts, is_epoch DESC ROWS UNBOUNDED PRECEDING)"
     asof = (f"CASE WHEN unix_micros(ts) - unix_micros(last(CASE WHEN is_epoch THEN ts END, true) {run}) "
             f"<= {gap_us}L THEN last(CASE WHEN is_epoch THEN value END, true) {run} END")
-    w = "OVER (PARTITION BY target, database, queue, metric ORDER BY ts, value)"
-    n = int(params.stuck_cycles)
-    frame = ("OVER (PARTITION BY target, database, queue, metric ORDER BY ts, value "
-             f"ROWS BETWEEN {n - 1} PRECEDING AND CURRENT ROW)")
-    lagged = (both.selectExpr(*cols, "is_epoch", f"{asof} AS epoch")
+    # The same partitioning (plus the key): no second shuffle, only a second sort.
+    key = "PARTITION BY target, database, queue, metric, part ORDER BY ts, value"
+    w = f"OVER ({key})"
+    frame = f"OVER ({key} ROWS BETWEEN {n - 1} PRECEDING AND CURRENT ROW)"
+    lagged = (spread.selectExpr(*cols, "is_epoch", "k", "part", f"{asof} AS epoch")
               .where("NOT is_epoch")
-              .selectExpr(*cols, "epoch", f"lag(ts) {w} AS prev_ts", f"lag(value) {w} AS prev_v",
+              .selectExpr(*cols, "k", "epoch", f"lag(ts) {w} AS prev_ts", f"lag(value) {w} AS prev_v",
                           f"lag(epoch) {w} AS prev_epoch", f"count(value) {frame} AS fn",
-                          f"min(value) {frame} AS fmin", f"min(ts) {frame} AS fstart"))
+                          f"min(value) {frame} AS fmin", f"min(ts) {frame} AS fstart")
+              .where("k = 0"))  # margin copies only served the rows of the next hours
     # Stuck leases > 0 on stuck_cycles consecutive samples, the first of them at most an hour back.
     held = (f"(metric = '{m.STUCK_LEASES}' AND fn = {n} AND fmin > 0 "
             "AND unix_micros(ts) - unix_micros(fstart) <= 3600000000L)")

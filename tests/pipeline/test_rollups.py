@@ -126,3 +126,23 @@ def test_day_p95_merges_hourly_sketches(spark: Any, tmp_path: Path) -> None:
     assert (day["samples"], day["min"], day["max"], day["mean"]) == (200, 1.0, 200.0, 100.5)
     assert day["p95"] == 190.0
     assert sorted(r["p95"] for r in hours.collect()) == [95.0, 195.0]
+
+
+def test_intervals_epochs_and_runs_across_hours(spark: Any, tmp_path: Path) -> None:
+    """Counter deltas and stuck-lease runs are computed one hour per window partition (bounded memory):
+    the margin from the hours before still gives an interval its previous sample (55 minutes back),
+    that sample its epoch (65 minutes before the hour), and a run its first samples."""
+    rows = [row(_at(55), "", "sqlserver_start_time", 1000.0),
+            row(_at(90), "", "deadlocks_total", 10.0),  # epoch 1000, 35 minutes old
+            row(_at(140), "", "sqlserver_start_time", 2000.0),
+            row(_at(145), "", "deadlocks_total", 50.0)]  # a new epoch: counted from zero (50, not 40)
+    rows += [row(_at(mn), "q1", "stuck_leases", v) for mn, v in [(70, 0.0), (110, 1.0), (115, 2.0), (125, 1.0)]]
+    write_lake(tmp_path / "lake", rows)
+    files = [str(p) for p in sorted((tmp_path / "lake").rglob("*.parquet"))]
+    p = Params(max_gap_s=3600, stuck_cycles=3)
+    got = {(r["window"], r["metric"], utc(r["window_start"])): r
+           for r in ru.rollups_and_signals(ru.prepare(ru.read_lake(spark, files)), p).collect()}
+    h = got[("1h", "deadlocks_total", _at(120))]
+    assert (h["delta"], h["covered_s"], h["resets"]) == (50.0, 55 * 60.0, 1)
+    assert got[("1h", "stuck_leases", _at(60))]["sig_samples"] == 0  # 01:10 was 0
+    assert got[("1h", "stuck_leases", _at(120))]["sig_samples"] == 1  # 01:50, 01:55, 02:05 all > 0
