@@ -9,6 +9,10 @@ indexes its dequeue uses and M rows (INSERT ... SELECT generate_series; VACUUM A
 alternates batched and naive cycles on one collector session each, as the scheduler does.
 Also runs the same on the first N/10 queues in the same run, to show that the batched round
 trips per cycle do not grow with the number of queues. Prints one JSON object.
+
+"before" is the batched cycle as it was before issue 17's first lever, measured in the same run
+on the same tables and interleaved with the others: every count of all rows is run, however far
+the live-row counter puts the table above the cap (runner.COUNT_SKIP_ABOVE out of reach).
 """
 
 from __future__ import annotations
@@ -103,13 +107,29 @@ def naive_statements(cfg: config_mod.Config, target: config_mod.Target,
     return [s for s in out if s is not None]
 
 
+# A live-row count no table reaches: every count of all rows runs, as before the skip.
+NEVER_SKIP = 2**62
+
+
+def before_cycle(cfg: config_mod.Config, target: config_mod.Target, fast: list[registry.Collector],
+                 conn: engine.Connection) -> runner.CycleResult:
+    """One batched cycle with the counts the skip leaves out run again (the cycle before the lever)."""
+    skip = runner.COUNT_SKIP_ABOVE
+    runner.COUNT_SKIP_ABOVE = NEVER_SKIP
+    try:
+        return runner.run_collectors(cfg, target, fast, conn=conn)
+    finally:
+        runner.COUNT_SKIP_ABOVE = skip
+
+
 def measure(cfg: config_mod.Config, cycles: int) -> dict[str, Any]:
     target = cfg.targets[0]
     fast = list(registry.by_cadence("fast"))
     batched_conn = engine.connect(target, "collect", cfg.base_dir)
+    before_conn = engine.connect(target, "collect", cfg.base_dir)
     naive_conn = engine.connect(target, "collect", cfg.base_dir)
-    batched_conn.execute(runner.session_setup(target))
-    naive_conn.execute(runner.session_setup(target))
+    for conn in (batched_conn, before_conn, naive_conn):
+        conn.execute(runner.session_setup(target))
     naive = naive_statements(cfg, target, fast)
     rtt = []
     for _ in range(50):
@@ -117,6 +137,7 @@ def measure(cfg: config_mod.Config, cycles: int) -> dict[str, Any]:
         naive_conn.execute(sqlfiles.Statement("SELECT 1 AS one"))
         rtt.append((time.perf_counter() - t0) * 1000)
     batched_ms: list[float] = []
+    before_ms: list[float] = []
     naive_ms: list[float] = []
     trips = set()
     errors: list[str] = []
@@ -127,16 +148,21 @@ def measure(cfg: config_mod.Config, cycles: int) -> dict[str, Any]:
             b = (time.perf_counter() - t0) * 1000
             errors += [f"{s.collector}: {s.error}" for s in res.status if not s.ok]
             t0 = time.perf_counter()
+            old = before_cycle(cfg, target, fast, before_conn)
+            o = (time.perf_counter() - t0) * 1000
+            errors += [f"{s.collector} (before): {s.error}" for s in old.status if not s.ok]
+            t0 = time.perf_counter()
             for stmt in naive:
                 naive_conn.execute(stmt)
             n = (time.perf_counter() - t0) * 1000
             if i:
                 batched_ms.append(b)
+                before_ms.append(o)
                 naive_ms.append(n)
                 trips.add(res.round_trips)
     finally:
-        batched_conn.close()
-        naive_conn.close()
+        for conn in (batched_conn, before_conn, naive_conn):
+            conn.close()
     if errors:
         raise SystemExit(f"collector errors: {sorted(set(errors))[:5]}")
     return {
@@ -144,6 +170,9 @@ def measure(cfg: config_mod.Config, cycles: int) -> dict[str, Any]:
         "median_ms": round(statistics.median(batched_ms), 1),
         "p95_ms": round(percentile(batched_ms, 95), 1),
         "round_trips": max(trips),
+        "before_median_ms": round(statistics.median(before_ms), 1),
+        "before_p95_ms": round(percentile(before_ms, 95), 1),
+        "before_over_batched": round(statistics.median(before_ms) / statistics.median(batched_ms), 2),
         "naive_median_ms": round(statistics.median(naive_ms), 1),
         "naive_p95_ms": round(percentile(naive_ms, 95), 1),
         "naive_round_trips": len(naive),
@@ -178,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.queues < 1 or args.rows < 1 or args.cycles < 1:
         ap.error("--queues, --rows and --cycles must be positive")
+    runner.COUNT_SKIP_ABOVE = runner.COUNT_SKIP_ABOVE // runner.COUNT_CAP * args.cap  # the same multiple of the cap
     runner.COUNT_CAP = args.cap
     small = args.small_queues or min(args.queues, max(len(KINDS), args.queues // 10))
 
@@ -202,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "collect_cycle",
         "rows_per_queue": args.rows,
         "count_cap": runner.COUNT_CAP,
+        "count_skip_above": runner.COUNT_SKIP_ABOVE,
         "cycles": args.cycles,
         "collectors": [c.name for c in registry.by_cadence("fast")],
         **big,

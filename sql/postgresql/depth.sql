@@ -10,13 +10,24 @@
 -- count_failed (lease kind) is always that estimate: rows whose error column is set have no index
 -- to count them by, and counting without one would read the table.
 --   'at least (cap reached; no statistics)' when the table was never analyzed.
--- pg_class and pg_stats are read without locking the queue table, once for every queue of the
--- target (block 'prelude', a WITH clause the runner puts before the per-queue blocks).
+-- A count of all rows (rows_total; a delete queue's depth) is not even started when the live-row
+-- counter pg_stat_user_tables.n_live_tup (kept current by every commit, unlike reltuples) is at
+-- least :skip_above (10 x the cap): it would only reach the cap to report an estimate anyway.
+--   'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+-- The count sits in the CASE branch not taken, which PostgreSQL never executes. :skip_above is
+-- NULL (never skip) for a queue with open_when_null: its counter includes the finished rows.
+-- The ready / processing / done counts are always counted: a drained backlog must not show the
+-- share of the last ANALYZE.
+-- pg_class, pg_stats and the live-row counter are read without locking the queue table, once for
+-- every queue of the target (block 'prelude', a WITH clause the runner puts before the per-queue
+-- blocks).
 -- OFFSET 0 keeps each count a single subquery: without it the planner would inline it into
 -- every expression that uses it and run it several times.
 -- @block prelude
 WITH queueops_q AS MATERIALIZED (
-    SELECT t.queue, c.reltuples,
+    -- pg_stat_get_live_tuples is how pg_stat_user_tables defines n_live_tup; joined as the view it
+    -- would aggregate the view over every table of the database, every cycle.
+    SELECT t.queue, c.reltuples, pg_stat_get_live_tuples(c.oid) AS n_live_tup,
            s.most_common_vals::text::text[] AS status_vals, s.most_common_freqs AS status_freqs,
            l.null_frac AS lease_null_frac, e.null_frac AS error_null_frac,
            (SELECT avg((b.v <= now())::int) FROM unnest(d.histogram_bounds::text::timestamptz[]) AS b (v)) AS due_share
@@ -40,19 +51,23 @@ WITH queueops_q AS MATERIALIZED (
 )
 -- @block delete
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) AS n OFFSET 0) AS s
-JOIN queueops_q AS c ON c.queue = :queue
-CROSS JOIN LATERAL (VALUES
-    ('depth', CASE WHEN s.n < :cap THEN s.n ELSE greatest(s.n, c.reltuples) END::float8,
-     CASE WHEN s.n < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
-          ELSE 'at least (cap reached; no statistics)' END),
-    ('rows_total', CASE WHEN s.n < :cap THEN s.n ELSE greatest(s.n, c.reltuples) END::float8,
-     CASE WHEN s.n < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
-          ELSE 'at least (cap reached; no statistics)' END)
-) AS v (metric, value, note)
+FROM queueops_q AS c
+CROSS JOIN LATERAL (SELECT CASE WHEN c.n_live_tup >= :skip_above THEN NULL
+                                ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l)
+                           END AS n
+                    OFFSET 0) AS s
+CROSS JOIN LATERAL (SELECT CASE WHEN s.n < :cap THEN s.n WHEN s.n IS NULL THEN c.n_live_tup
+                                ELSE greatest(s.n, c.reltuples) END::float8 AS value,
+                           CASE WHEN s.n < :cap THEN 'exact'
+                                WHEN s.n IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+                                WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+                                ELSE 'at least (cap reached; no statistics)' END AS note) AS e
+CROSS JOIN LATERAL (VALUES ('depth', e.value, e.note), ('rows_total', e.value, e.note)) AS v (metric, value, note)
+WHERE c.queue = :queue
 -- @block status
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT sum(x.n) FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
+FROM queueops_q AS c
+CROSS JOIN LATERAL (SELECT (SELECT sum(x.n) FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
               CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
                                                              ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS ready,
              (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
@@ -61,9 +76,9 @@ FROM (SELECT (SELECT sum(x.n) FROM unnest(ARRAY[:ready_values]::{status_type}[])
              (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
               CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
                                                              ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
-             (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) AS total
+             CASE WHEN c.n_live_tup >= :skip_above THEN NULL
+                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
-JOIN queueops_q AS c ON c.queue = :queue
 CROSS JOIN LATERAL (
     SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) AS ready,
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
@@ -86,20 +101,26 @@ CROSS JOIN LATERAL (VALUES
     ('count_other', CASE WHEN t.all_exact THEN n.total - n.ready - n.processing - n.done END::float8,
      CASE WHEN t.all_exact THEN 'exact (statuses not in ready, processing or done values)'
           ELSE 'unknown above the cap' END),
-    ('rows_total', CASE WHEN n.total < :cap THEN n.total ELSE greatest(n.total, c.reltuples) END::float8,
-     CASE WHEN n.total < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+    ('rows_total', CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
+                        ELSE greatest(n.total, c.reltuples) END::float8,
+     CASE WHEN n.total < :cap THEN 'exact'
+          WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+          WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
           ELSE 'at least (cap reached; no statistics)' END)
 ) AS v (metric, value, note)
+WHERE c.queue = :queue
 -- @block lease
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {lease} IS NULL{open_and} ORDER BY {key} LIMIT :cap) AS l) AS ready,
-             (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) AS total
+FROM queueops_q AS c
+CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {lease} IS NULL{open_and} ORDER BY {key} LIMIT :cap) AS l) AS ready,
+             CASE WHEN c.n_live_tup >= :skip_above THEN NULL
+                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
-JOIN queueops_q AS c ON c.queue = :queue
 CROSS JOIN LATERAL (SELECT c.lease_null_frac AS null_frac) AS f
 CROSS JOIN LATERAL (SELECT CASE WHEN n.ready < :cap THEN n.ready
                                 ELSE greatest(n.ready, c.reltuples * coalesce(f.null_frac, 0)) END AS ready,
-                           CASE WHEN n.total < :cap THEN n.total ELSE greatest(n.total, c.reltuples) END AS total) AS e
+                           CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
+                                ELSE greatest(n.total, c.reltuples) END AS total) AS e
 CROSS JOIN LATERAL (VALUES
     ('depth', e.ready::float8,
      CASE WHEN n.ready < :cap THEN 'exact' WHEN f.null_frac IS NOT NULL AND c.reltuples >= 0
@@ -111,17 +132,22 @@ CROSS JOIN LATERAL (VALUES
      CASE WHEN c.error_null_frac IS NULL THEN 'no error column or no statistics'
           ELSE 'estimate (pg_stats null_frac of the error column)' END),
     ('rows_total', e.total::float8,
-     CASE WHEN n.total < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+     CASE WHEN n.total < :cap THEN 'exact'
+          WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+          WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
           ELSE 'at least (cap reached; no statistics)' END)
 ) AS v (metric, value, note)
+WHERE c.queue = :queue
 -- @block due
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
-             (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) AS total
+FROM queueops_q AS c
+CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
+             CASE WHEN c.n_live_tup >= :skip_above THEN NULL
+                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
-JOIN queueops_q AS c ON c.queue = :queue
 CROSS JOIN LATERAL (SELECT c.due_share AS share) AS f
-CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total ELSE greatest(n.total, c.reltuples) END AS total) AS e
+CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
+                                ELSE greatest(n.total, c.reltuples) END AS total) AS e
 CROSS JOIN LATERAL (VALUES
     ('depth', CASE WHEN n.ready < :cap THEN n.ready
                    ELSE greatest(n.ready, e.total * coalesce(f.share, 1)) END::float8,
@@ -131,19 +157,24 @@ CROSS JOIN LATERAL (VALUES
     ('count_not_due', CASE WHEN n.ready < :cap AND n.total < :cap THEN n.total - n.ready END::float8,
      CASE WHEN n.ready < :cap AND n.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
     ('rows_total', e.total::float8,
-     CASE WHEN n.total < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+     CASE WHEN n.total < :cap THEN 'exact'
+          WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+          WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
           ELSE 'at least (cap reached; no statistics)' END)
 ) AS v (metric, value, note)
+WHERE c.queue = :queue
 -- @block due_heap
 -- order = "heap" (the key is a GUID, GoodJob's id): no index orders the open rows by key, so the
 -- total is counted in due order too, through the index the ready count already reads.
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
-             (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {due} LIMIT :cap) AS l) AS total
+FROM queueops_q AS c
+CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
+             CASE WHEN c.n_live_tup >= :skip_above THEN NULL
+                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {due} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
-JOIN queueops_q AS c ON c.queue = :queue
 CROSS JOIN LATERAL (SELECT c.due_share AS share) AS f
-CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total ELSE greatest(n.total, c.reltuples) END AS total) AS e
+CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
+                                ELSE greatest(n.total, c.reltuples) END AS total) AS e
 CROSS JOIN LATERAL (VALUES
     ('depth', CASE WHEN n.ready < :cap THEN n.ready
                    ELSE greatest(n.ready, e.total * coalesce(f.share, 1)) END::float8,
@@ -153,9 +184,12 @@ CROSS JOIN LATERAL (VALUES
     ('count_not_due', CASE WHEN n.ready < :cap AND n.total < :cap THEN n.total - n.ready END::float8,
      CASE WHEN n.ready < :cap AND n.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
     ('rows_total', e.total::float8,
-     CASE WHEN n.total < :cap THEN 'exact' WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+     CASE WHEN n.total < :cap THEN 'exact'
+          WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+          WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
           ELSE 'at least (cap reached; no statistics)' END)
 ) AS v (metric, value, note)
+WHERE c.queue = :queue
 -- @block ring
 SELECT :queue AS queue, v.metric, v.value, 'exact' AS note
 FROM {seq_table} AS s

@@ -31,5 +31,8 @@ def seed(conn: Any, n: int) -> None:
     """Insert ``n`` rows into each table-backed lab queue, then VACUUM ANALYZE them."""
     for stmt in SEED:
         conn.execute(stmt, {"n": n})
+    # Send this session's pending insert counts now: flushed after VACUUM (which sets the live-row
+    # counter outright) they would be added a second time.
+    conn.execute("SELECT pg_stat_force_next_flush()")
     for table in ("q_delete", "q_status_meta", "q_lease", "q_due", "q_ring_slot"):
         conn.execute(f"VACUUM ANALYZE lab.{table}")

@@ -13,10 +13,10 @@ import psycopg
 from psycopg import sql
 
 from collectors.counters import CounterRates
-from collectors.runner import COUNT_CAP, run_once
+from collectors.runner import COUNT_CAP, COUNT_SKIP_ABOVE, run_once
 from queueops import config as config_mod
 from tests.collectors.conftest import LEASE_TIMEOUT_S, collect, holding, wait_until, waiting
-from tests.collectors.plans import explain, scans_of
+from tests.collectors.plans import explain, nodes, scans_of
 
 
 def test_depth_rows_total_and_per_status_counts_are_exact_below_the_cap(cfg, clean_lab) -> None:  # noqa: ANN001
@@ -52,6 +52,64 @@ def test_depth_above_the_cap_is_an_estimate_that_says_so(cfg, clean_lab) -> None
     assert c.row("status", "rows_total").note == "estimate (pg_class.reltuples)"
     assert c.value("status", "rows_total") == n
     assert c.value("status", "count_other") is None
+
+
+SKIPPED = "estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)"
+
+
+def test_a_total_far_above_the_cap_is_not_counted_and_the_ready_counts_still_are(cfg, clean_lab) -> None:  # noqa: ANN001
+    n = COUNT_SKIP_ABOVE + COUNT_CAP
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_delete (enqueued_at) SELECT now() FROM generate_series(1, %s)", (n,))
+        conn.execute("INSERT INTO lab.q_status_meta (status) SELECT CASE WHEN g %% 3 = 0 THEN 0 ELSE 2 END "
+                     "FROM generate_series(1, %s) AS g", (n,))
+        conn.execute("INSERT INTO lab.q_lease (processing_started_at) VALUES (NULL), (now())")  # far below: exact
+        conn.execute("SELECT pg_stat_force_next_flush()")  # the insert counts first, then VACUUM's own (see labdata)
+        conn.execute("VACUUM ANALYZE lab.q_delete, lab.q_status_meta, lab.q_lease")
+    c = collect(cfg, "depth")
+    for queue, metric in (("delete", "depth"), ("delete", "rows_total"), ("status", "rows_total")):
+        assert c.row(queue, metric).note == SKIPPED, (queue, metric)
+        assert abs(c.value(queue, metric) - n) < n * 0.05, (queue, metric)
+    assert c.row("status", "depth").note == "estimate (pg_stats MCV)"  # the ready count ran and reached the cap
+    assert (c.value("lease", "depth"), c.value("lease", "rows_total"), c.row("lease", "rows_total").note) == (1, 2, "exact")
+    # The skipped counts (a key-ordered read with no condition) are in the plan but never run; the
+    # status queue's ready, processing and done counts (a condition on status) do run.
+    plan = explain(cfg, "depth")
+    reads = [x for x in nodes(plan) if x.get("Relation Name") in ("q_delete", "q_status_meta")]
+    totals = [x for x in reads if "Filter" not in x and "Index Cond" not in x]
+    assert len(totals) == 2 and all(x["Actual Loops"] == 0 for x in totals), totals
+    assert all(x["Actual Loops"] == 1 for x in reads if x not in totals) and len(reads) == 5, reads
+    # A drained backlog reads 0 at once, whatever the counter and the last ANALYZE say.
+    with clean_lab.connect() as conn:
+        conn.execute("UPDATE lab.q_status_meta SET status = 2 WHERE status = 0")
+    c = collect(cfg, "depth")
+    assert (c.value("status", "depth"), c.row("status", "depth").note) == (0, "exact")
+
+
+def test_a_queue_with_open_when_null_counts_its_open_rows_whatever_the_live_row_counter(lab) -> None:  # noqa: ANN001
+    # The counter includes the finished rows kept in the table: it says nothing about the open ones.
+    n = COUNT_SKIP_ABOVE + COUNT_CAP
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS lab.kept_jobs")
+        conn.execute("CREATE TABLE lab.kept_jobs (id bigint PRIMARY KEY, enqueued_at timestamptz NOT NULL DEFAULT now(), "
+                     "finished_at timestamptz)")
+        conn.execute("CREATE INDEX ON lab.kept_jobs (id) WHERE finished_at IS NULL")
+        conn.execute("INSERT INTO lab.kept_jobs (id, finished_at) SELECT g, CASE WHEN g > 7 THEN now() END "
+                     "FROM generate_series(1, %s) AS g", (n,))
+        conn.execute("VACUUM ANALYZE lab.kept_jobs")
+    cfg = config_mod.parse({
+        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password,
+                     "lock_timeout_ms": 500, "statement_timeout_ms": 3000}],
+        "queues": [{"name": "kept", "target": "lab", "kind": "delete", "schema": "lab", "table": "kept_jobs",
+                    "key": "id", "enqueued_at": "enqueued_at", "open_when_null": ["finished_at"]}],
+    })
+    try:
+        c = collect(cfg, "depth")
+        assert (c.value("kept", "depth"), c.row("kept", "depth").note) == (7, "exact")
+        assert (c.value("kept", "rows_total"), c.row("kept", "rows_total").note) == (7, "exact")
+    finally:
+        with lab.connect() as conn:
+            conn.execute("DROP TABLE lab.kept_jobs")
 
 
 def test_stuck_leases_after_the_lease_timeout_and_back(cfg, clean_lab) -> None:  # noqa: ANN001
