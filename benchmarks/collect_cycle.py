@@ -18,12 +18,14 @@ the live-row counter puts the table above the cap (runner.COUNT_SKIP_ABOVE out o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +198,27 @@ def config_for(url: str, password: str, queues: int) -> config_mod.Config:
     })
 
 
+@contextlib.contextmanager
+def bench_server(queues: int, rows: int) -> Iterator[tuple[str, str, float, int]]:
+    """A throw-away embedded PostgreSQL with the benchmark's tables built: (url, password, build
+    seconds, database bytes); removed on exit."""
+    base = Path(tempfile.mkdtemp(prefix="queueops-bench-"))
+    base.chmod(0o755)
+    srv = EmbeddedPostgres(base / "state", fast=True, database="bench")
+    try:
+        info = srv.start()
+        import psycopg
+
+        t0 = time.perf_counter()
+        with psycopg.connect(info.url(), password=srv.password(), autocommit=True) as conn:
+            build(conn, queues, rows)
+            size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        yield info.url(), srv.password(), time.perf_counter() - t0, size
+    finally:
+        srv.destroy()
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queues", type=int, default=100)
@@ -211,23 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     runner.COUNT_CAP = args.cap
     small = args.small_queues or min(args.queues, max(len(KINDS), args.queues // 10))
 
-    base = Path(tempfile.mkdtemp(prefix="queueops-bench-"))
-    base.chmod(0o755)
-    srv = EmbeddedPostgres(base / "state", fast=True, database="bench")
-    try:
-        info = srv.start()
-        import psycopg
-
-        t0 = time.perf_counter()
-        with psycopg.connect(info.url(), password=srv.password(), autocommit=True) as conn:
-            build(conn, args.queues, args.rows)
-            size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
-        build_s = time.perf_counter() - t0
-        big = measure(config_for(info.url(), srv.password(), args.queues), args.cycles)
-        little = measure(config_for(info.url(), srv.password(), small), args.cycles)
-    finally:
-        srv.destroy()
-        shutil.rmtree(base, ignore_errors=True)
+    with bench_server(args.queues, args.rows) as (url, password, build_s, size):
+        big = measure(config_for(url, password, args.queues), args.cycles)
+        little = measure(config_for(url, password, small), args.cycles)
     out = {
         "benchmark": "collect_cycle",
         "rows_per_queue": args.rows,

@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.collect_cycle import build, config_for  # noqa: E402
+from benchmarks.collect_cycle import bench_server, config_for  # noqa: E402
 from collectors import registry, runner  # noqa: E402
 from queueops import engine, sqlfiles  # noqa: E402
-from queueops.lab.pgserver import EmbeddedPostgres  # noqa: E402
 
 
 def _plan(conn: engine.Connection, stmt: sqlfiles.Statement) -> dict[str, Any]:
@@ -73,21 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
-    base = Path(tempfile.mkdtemp(prefix="queueops-bench-"))
-    base.chmod(0o755)
-    srv = EmbeddedPostgres(base / "state", fast=True, database="bench")
-    try:
-        info = srv.start()
-        import psycopg
-
-        t0 = time.perf_counter()
-        with psycopg.connect(info.url(), password=srv.password(), autocommit=True) as conn:
-            build(conn, args.queues, args.rows)
-        build_s = time.perf_counter() - t0
-        result = profile(info.url(), srv.password(), args.queues, args.repeat)
-    finally:
-        srv.destroy()
-        shutil.rmtree(base, ignore_errors=True)
+    with bench_server(args.queues, args.rows) as (url, password, build_s, _size):
+        result = profile(url, password, args.queues, args.repeat)
     print(json.dumps({"benchmark": "collect_profile", "queues": args.queues, "rows_per_queue": args.rows,
                       "count_cap": runner.COUNT_CAP, "build_s": round(build_s, 1), "collectors": result}))
     return 0

@@ -61,6 +61,13 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
     open_cond = " AND ".join(f"{quote_ident(c, dialect)} IS NULL" for c in queue.open_when_null)
     frags["open_and"] = f" AND {open_cond}" if open_cond else ""
     frags["open_where"] = f" WHERE {open_cond}" if open_cond else ""
+    # The order a count of all rows reads in: the key, except for a due queue whose key says nothing
+    # about age (order = "heap", GoodJob's UUID): there the due column's index, which the ready count
+    # already reads (and which, partial on the open rows, matches {open_where}), counts them too.
+    if queue.kind == "due" and queue.order == "heap" and queue.due_column:
+        frags["count_order"] = quote_ident(queue.due_column, dialect)
+    else:
+        frags["count_order"] = quote_ident(queue.key, dialect)
     if queue.watermark:
         wm = queue.watermark
         frags["wm_table"] = quote_table(wm.schema_ or schema, wm.table, dialect)

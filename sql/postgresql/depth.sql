@@ -139,38 +139,13 @@ CROSS JOIN LATERAL (VALUES
 ) AS v (metric, value, note)
 WHERE c.queue = :queue
 -- @block due
+-- {count_order} is the key, or for order = "heap" (the key is a GUID: GoodJob's id) the due column,
+-- whose index the ready count already reads: no index orders the open rows by such a key.
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
 CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
-                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
-      OFFSET 0) AS n
-CROSS JOIN LATERAL (SELECT c.due_share AS share) AS f
-CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
-                                ELSE greatest(n.total, c.reltuples) END AS total) AS e
-CROSS JOIN LATERAL (VALUES
-    ('depth', CASE WHEN n.ready < :cap THEN n.ready
-                   ELSE greatest(n.ready, e.total * coalesce(f.share, 1)) END::float8,
-     CASE WHEN n.ready < :cap THEN 'exact' WHEN f.share IS NOT NULL THEN 'estimate (pg_stats histogram)'
-          WHEN c.reltuples >= 0 THEN 'estimate (upper bound: pg_class.reltuples)'
-          ELSE 'at least (cap reached; no statistics)' END),
-    ('count_not_due', CASE WHEN n.ready < :cap AND n.total < :cap THEN n.total - n.ready END::float8,
-     CASE WHEN n.ready < :cap AND n.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
-    ('rows_total', e.total::float8,
-     CASE WHEN n.total < :cap THEN 'exact'
-          WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
-          WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
-          ELSE 'at least (cap reached; no statistics)' END)
-) AS v (metric, value, note)
-WHERE c.queue = :queue
--- @block due_heap
--- order = "heap" (the key is a GUID, GoodJob's id): no index orders the open rows by key, so the
--- total is counted in due order too, through the index the ready count already reads.
-SELECT :queue AS queue, v.metric, v.value, v.note
-FROM queueops_q AS c
-CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
-             CASE WHEN c.n_live_tup >= :skip_above THEN NULL
-                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {due} LIMIT :cap) AS l) END AS total
+                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {count_order} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
 CROSS JOIN LATERAL (SELECT c.due_share AS share) AS f
 CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
