@@ -1,15 +1,22 @@
 """How long the console's overview takes to render in a real headless browser, for 100 queues
-with 24 h of history in the store, and how long a refresh takes -- side by side with 10 queues.
+with 24 h of history in the store, how long a reload and an in-place refresh take, and how much of
+it is data -- side by side with 10 queues.
 
     python benchmarks/ui_render.py [--queues 100] [--small 10] [--hours 24] [--interval 15] [--reloads 5]
+                                   [--refreshes 2] [--no-service]
 
 Builds its own embedded PostgreSQL with N real queue tables (the collect_cycle benchmark's
 layout), seeds a SQLite store with ``--hours`` of snapshots every ``--interval`` seconds for every
-queue (what ``queueops collect`` would have written), runs ``queueops serve`` as a subprocess and
-drives Debian's Chromium headless (Playwright): the time from navigation until the overview's
-table, tiles and caption are drawn and the script finished (``first_render_ms``: a fresh console
-whose live sample is cold), then ``--reloads`` page reloads (``reload_ms``: the median; the live
-sample may come from the console's few-second cache, history is read again). Prints one JSON object.
+queue (what ``queueops collect`` would have written), runs ``queueops collect`` on it (unless
+``--no-service``: then every sample is the console's own collection) and ``queueops serve`` as
+subprocesses, and drives Debian's Chromium headless (Playwright). Each time runs from navigation
+until the overview's table, tiles and caption are drawn and the script finished, read every 20 ms:
+``cold_render_ms`` in a fresh console process (cold imports), ``first_render_ms`` in a new session
+of the warm process, ``reload_ms`` the median of ``--reloads`` page reloads, ``refresh_ms`` the
+median of ``--refreshes`` in-place refreshes (the overview's own timer, ``[console] refresh_s``;
+from when the page is seen running). The data part, timed in this process without the browser
+(``data_ms``: the sample, the sparklines and the problem charts, nothing cached), and the rest of a
+first render (``first_render_streamlit_browser_ms``) give the split. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from collect_cycle import build, queue_config  # noqa: E402
 
 from queueops import config as config_mod  # noqa: E402
 from queueops.lab.pgserver import EmbeddedPostgres  # noqa: E402
+from tests.console.conftest import start_service, stop  # noqa: E402
 
 FAST = {"delete": ("depth", "oldest_age_s", "watermark_drift", "lock_waiters"),
         "status": ("depth", "oldest_age_s", "stuck_leases", "lock_waiters"),
@@ -102,61 +110,139 @@ def seed_store(cfg: config_mod.Config, hours: float, interval: float) -> int:
     return total
 
 
-def rendered(page: Any, queues: int) -> None:
-    """The overview is drawn: title, tiles, every queue in the table, the caption, script done."""
+def rendered(page: Any) -> float:
+    """The overview is drawn: title, tiles, every queue in the table, the caption, script done.
+    Returns when it was first seen drawn (``time.monotonic()``)."""
     from tests.console.browser import grid_rows, settle
 
     page.get_by_text("Sampled ").first.wait_for(timeout=120_000)
-    settle(page, timeout=120)
+    drawn = settle(page, timeout=120, poll=POLL_S)
     rows = grid_rows(page)
     if len(rows) < 2:
         raise RuntimeError("the overview table is empty")
     header = rows[0]
     if "Queue" not in header:
         raise RuntimeError(f"unexpected table {header}")
+    return drawn
 
 
-def measure(config_path: Path, queues: int, reloads: int, log: Path) -> dict[str, Any]:
+def refreshed(page: Any, timeout: float) -> float:
+    """Milliseconds of one in-place refresh (the overview's fragment rerunning on its own timer,
+    no navigation): from the moment the page is seen running again until it is drawn."""
+    from tests.console.browser import _STATE_JS
+
+    deadline = time.monotonic() + timeout
+    while page.evaluate(_STATE_JS)["state"] != "running":
+        if time.monotonic() > deadline:
+            raise TimeoutError("the overview did not refresh itself")
+        time.sleep(POLL_S)
+    t0 = time.monotonic()
+    return (rendered(page) - t0) * 1000
+
+
+# How often the page's state is read while waiting: the figures are this much late at most.
+POLL_S = 0.02
+
+
+def measure(config_path: Path, reloads: int, refreshes: int, refresh_s: float, log: Path) -> dict[str, Any]:
+    """Cold render (a fresh console process), then in a second session of the now warm process: the
+    first render, ``reloads`` reloads and ``refreshes`` in-place refreshes."""
     from tests.console.browser import chromium, new_page
-    from tests.console.conftest import start_console, stop
+    from tests.console.conftest import start_console
 
     server = start_console(config_path, log)
     try:
         with chromium() as browser:
             page = new_page(browser)
-            t0 = time.perf_counter()
+            t0 = time.monotonic()
             page.goto(server.url)
-            rendered(page, queues)
-            first = (time.perf_counter() - t0) * 1000
+            cold = (rendered(page) - t0) * 1000
+            page.context.close()
+            page = new_page(browser)  # a new session (and browser cache) of the warm console
+            t0 = time.monotonic()
+            page.goto(server.url)
+            first = (rendered(page) - t0) * 1000
             times = []
             for _ in range(reloads):
-                t0 = time.perf_counter()
+                t0 = time.monotonic()
                 page.reload()
-                rendered(page, queues)
-                times.append((time.perf_counter() - t0) * 1000)
+                times.append((rendered(page) - t0) * 1000)
+            refresh = [refreshed(page, refresh_s * 2 + 30) for _ in range(refreshes)]
     finally:
         stop(server.proc)
-    return {"queues": queues, "first_render_ms": round(first), "reload_ms": round(statistics.median(times)),
-            "reload_min_ms": round(min(times)), "reload_max_ms": round(max(times))}
+    out = {"cold_render_ms": round(cold), "first_render_ms": round(first),
+           "reload_ms": round(statistics.median(times)), "reload_min_ms": round(min(times)),
+           "reload_max_ms": round(max(times))}
+    if refresh:
+        out |= {"refresh_ms": round(statistics.median(refresh)), "refresh_max_ms": round(max(refresh))}
+    return out
 
 
-def python_side(config_path: Path) -> dict[str, float]:
-    """The console's own work per render, without the browser: a live sample and the history read."""
-    from console.data import LiveSampler, Store
+def wait_for_cycle(cfg: config_mod.Config, timeout: float = 120) -> None:
+    """Until the collector service has written a cycle of every fast collector to the store."""
+    from sqlalchemy import func, select
+
+    from queueops.store import open_engine
+    from queueops.store.schema import collector_status as cs
+
+    engine = open_engine(cfg)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                if conn.execute(select(func.count()).select_from(cs)).scalar():
+                    time.sleep(2)  # the cycle's snapshots are written with its status rows
+                    return
+            time.sleep(0.5)
+    finally:
+        engine.dispose()
+    raise TimeoutError("the collector service wrote no cycle")
+
+
+def python_side(config_path: Path, service: bool) -> dict[str, float]:
+    """The overview's data work per render, in this process without the browser: the live sample
+    (the console's own collection, and reading the service's fresh cycle), the store-bucketed
+    sparklines, the raw hour of depth the overview read before them, the problem charts."""
+    from console.auth import Identity
+    from console.context import Ctx
+    from console.data import LiveSampler, Store, sparklines
+    from console.views import overview
 
     cfg = config_mod.load(config_path)
-    sampler, store = LiveSampler(cfg), Store(cfg)
-    sampler.sample(force=True)
-    live, hist = [], []
+    store = Store(cfg)
+    pairs = [(q.target, q.name) for q in cfg.queues]
+    collecting = LiveSampler(cfg)
+    collecting.sample(force=True)
+
+    def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[float, Any]:
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        return (time.perf_counter() - t0) * 1000, out
+
+    runs: dict[str, list[float]] = {k: [] for k in ("live", "cycle", "spark", "hist", "charts")}
     for _ in range(5):
-        t0 = time.perf_counter()
-        sampler.sample(force=True)
-        live.append((time.perf_counter() - t0) * 1000)
-        t0 = time.perf_counter()
-        df = store.history(["depth"], datetime.now(UTC) - timedelta(hours=1), targets=["bench"])
-        hist.append((time.perf_counter() - t0) * 1000)
-    return {"live_sample_ms": round(statistics.median(live), 1), "history_hour_ms": round(statistics.median(hist), 1),
-            "history_hour_rows": len(df)}
+        runs["live"].append(timed(collecting.sample, force=True)[0])
+        if service:  # a new sampler each time: nothing cached, the service's cycle read from the store
+            runs["cycle"].append(timed(LiveSampler(cfg).sample)[0])
+        sample = collecting.sample()
+        since = sample.ts - timedelta(hours=1)
+        runs["spark"].append(timed(sparklines, store, [collecting.history("depth")], "depth", since, pairs)[0])
+        ms, df = timed(store.history, ["depth"], since, targets=["bench"])
+        runs["hist"].append(ms)
+        healths = overview.judge_all(cfg, sample, overview.recent_rows(collecting))
+        bad = [h for h in healths if h.state in ("crit", "warn") and h.reasons][:6]
+        ctx = Ctx(cfg, collecting, store, Identity("bench", "viewer", "anonymous"), "Europe/Berlin")
+        runs["charts"].append(timed(overview._problem_figures, ctx, bad, sample.ts)[0])
+    med = {k: round(statistics.median(v), 1) for k, v in runs.items() if v}
+    out = {"live_sample_ms": med["live"], "sparklines_ms": med["spark"], "problem_charts_ms": med["charts"],
+           "raw_history_hour_ms": med["hist"], "raw_history_hour_rows": len(df)}
+    if service:
+        out["service_cycle_read_ms"] = med["cycle"]
+    # What a render of the overview reads and computes when nothing is cached: the sample (the
+    # service's fresh cycle when one runs, else the console's own collection), the sparklines and
+    # the problem charts. The rest of a render is Streamlit and the browser.
+    out["data_ms"] = round((med["cycle"] if service else med["live"]) + med["spark"] + med["charts"], 1)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,8 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hours", type=float, default=24)
     ap.add_argument("--interval", type=float, default=15, help="seconds between seeded snapshots")
     ap.add_argument("--reloads", type=int, default=5)
+    ap.add_argument("--refreshes", type=int, default=2, help="in-place refreshes timed (one per refresh_s, 30 s)")
+    ap.add_argument("--no-service", dest="service", action="store_false",
+                    help="no `queueops collect` beside the console: every sample is the console's own collection")
     args = ap.parse_args(argv)
-    if min(args.queues, args.small, args.rows, args.reloads) < 1 or args.hours <= 0 or args.interval <= 0:
+    if min(args.queues, args.small, args.rows, args.reloads) < 1 or args.refreshes < 0 or args.hours <= 0 \
+            or args.interval <= 0:
         ap.error("every size must be positive")
     base = Path(tempfile.mkdtemp(prefix="queueops-ui-bench-"))
     base.chmod(0o755)
@@ -188,9 +278,21 @@ def main(argv: list[str] | None = None) -> int:
         seeded = seed_store(config_mod.load(big_cfg), args.hours, args.interval)
         seed_s = time.perf_counter() - t0
         seed_store(config_mod.load(small_cfg), args.hours, args.interval)
-        py = python_side(big_cfg)
-        big = measure(big_cfg, args.queues, args.reloads, base / "console-big.log")
-        small = measure(small_cfg, args.small, args.reloads, base / "console-small.log")
+        runs: dict[str, dict[str, Any]] = {}
+        py: dict[str, float] = {}
+        for name, cfg_path in (("big", big_cfg), ("small", small_cfg)):
+            service = start_service(cfg_path, base / f"service-{name}.log") if args.service else None
+            try:
+                if service is not None:
+                    wait_for_cycle(config_mod.load(cfg_path))
+                if name == "big":
+                    py = python_side(cfg_path, args.service)
+                refresh_s = config_mod.load(cfg_path).console.refresh_s
+                runs[name] = measure(cfg_path, args.reloads, args.refreshes, refresh_s, base / f"console-{name}.log")
+            finally:
+                if service is not None:
+                    stop(service)
+        big, small = runs["big"], runs["small"]
     finally:
         srv.destroy()
         shutil.rmtree(base, ignore_errors=True)
@@ -200,10 +302,13 @@ def main(argv: list[str] | None = None) -> int:
         "history_hours": args.hours,
         "store_rows": seeded,
         "seed_s": round(seed_s, 1),
-        **{k: v for k, v in big.items() if k != "queues"},
+        "service": args.service,
+        **big,
         **py,
-        f"small_{args.small}_first_render_ms": small["first_render_ms"],
-        f"small_{args.small}_reload_ms": small["reload_ms"],
+        # Everything a render spends beyond reading and computing its data (sample, sparklines,
+        # problem charts; none of it cached): Streamlit's script run, the transport, the browser.
+        "first_render_streamlit_browser_ms": round(big["first_render_ms"] - py["data_ms"]),
+        **{f"small_{args.small}_{k}": v for k, v in small.items()},
         "reload_ratio_big_over_small": round(big["reload_ms"] / small["reload_ms"], 2),
         "first_ratio_big_over_small": round(big["first_render_ms"] / small["first_render_ms"], 2),
         "browser": "Debian chromium headless (Playwright, executable_path=/usr/bin/chromium)",

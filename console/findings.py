@@ -161,7 +161,7 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
     if stuck and stuck > 0 and stuck_state in ("warn", "crit"):
         oldest = v("oldest_lease_age_s")
         add(_sev(stuck_state), "stuck_leases",
-            f"{format_value('stuck_leases', stuck)} item(s) leased longer than the lease timeout "
+            f"{format_value('stuck_leases', stuck)} stuck lease(s): items leased longer than the lease timeout "
             f"({format_age(queue.lease_timeout_s)})"
             + (f"; the oldest for {format_age(oldest)}" if oldest is not None else ""))
 

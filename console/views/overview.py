@@ -2,7 +2,8 @@
 
 Health comes from :mod:`console.health` (thresholds of the config); values from the shared live
 sampler (the console works without the collector service); the last hour's sparklines from the
-store's history merged with what the console sampled itself since it started.
+store, bucketed by the store itself (a point per queue and minute, not every sample), merged with
+what the console sampled itself since it started.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from console import chrome, context, nav, style
-from console.data import LiveSample, LiveSampler, sparkline_series
+from console.data import LiveSample, LiveSampler, sparklines
 from console.health import (
     WORD,
     QueueHealth,
@@ -114,7 +115,7 @@ def render() -> None:
     live()
 
 
-def _banners(ctx: context.Ctx, sample: LiveSample, now: datetime) -> None:
+def _banners(ctx: context.Ctx, sample: LiveSample, now: datetime, newest: datetime | None) -> None:
     status = ctx.store.last_status()
     for target, error in sorted(sample.unreachable().items()):
         seen = last_seen(ctx.sampler.last_ok, status, target)
@@ -126,7 +127,6 @@ def _banners(ctx: context.Ctx, sample: LiveSample, now: datetime) -> None:
         with st.expander(f":material/warning: {len(failed)} collector(s) failed in the last sample", expanded=False):
             for s in failed:
                 st.markdown(f"- `{s.target}` · `{s.collector}`{' (timeout)' if s.timeout else ''}: {s.error}")
-    newest = ctx.store.newest_snapshot()
     if ctx.store.error:
         st.warning(f"The store cannot be read, history is missing: {ctx.store.error}", icon=":material/database:")
     elif newest is None:
@@ -156,13 +156,18 @@ def _body(ctx: context.Ctx) -> None:
         return
     sample = ctx.sampler.sample()
     now = sample.ts
-    _banners(ctx, sample, now)
+    newest = ctx.store.newest_snapshot()
+    _banners(ctx, sample, now, newest)
+    # What the history-derived parts read, beyond the sample: the store up to its newest row and the
+    # console's own recent samples. With the same of each they draw the same, so they are made once
+    # per sample and store write, for every session and reload (see LiveSampler.derived).
+    inputs = (now, newest, ctx.sampler.generation)
     healths = judge_all(cfg, sample, recent_rows(ctx.sampler))
     _tiles(healths, len(cfg.targets), len(sample.unreachable()))
 
     since = now - timedelta(hours=1)
-    stored = ctx.store.history([SPARK_METRIC], since, targets=[t.name for t in cfg.targets])
-    spark = sparkline_series([stored, ctx.sampler.history(SPARK_METRIC)], SPARK_METRIC, since)
+    spark = ctx.sampler.derived(("overview_spark", *inputs), lambda: sparklines(
+        ctx.store, [ctx.sampler.history(SPARK_METRIC)], SPARK_METRIC, since, [(q.target, q.name) for q in cfg.queues]))
     df, states = table(cfg, healths, spark, sample.unreachable())
     shown = [h for m, h in COLUMNS if any(x.values.get(m) is not None for x in healths)]
     columns = ["State", "Queue", "Target", "Why", "Depth, last hour", *shown, "Kind"]
@@ -189,37 +194,48 @@ def _body(ctx: context.Ctx) -> None:
     rows = getattr(getattr(event, "selection", None), "rows", None) if event is not None else None
     if rows:
         nav.open_queue(str(df.iloc[rows[0]]["Queue"]))
-    _problem_charts(ctx, healths, stored, now)
+    _problem_charts(ctx, healths, now, inputs)
 
 
-def _problem_charts(ctx: context.Ctx, healths: list[QueueHealth], stored: pd.DataFrame, now: datetime) -> None:
+def _problem_charts(ctx: context.Ctx, healths: list[QueueHealth], now: datetime, inputs: tuple[object, ...]) -> None:
     """The last hour of what is wrong, for each queue that is not ok (the worst six)."""
     bad = [h for h in healths if h.state in ("crit", "warn") and h.reasons][:6]
     if not bad:
         return
     st.subheader("What is wrong, last hour")
+    shown = tuple((h.target, h.queue, h.state, h.reasons[0].metric, h.reasons[0].state) for h in bad)
+    figures = ctx.sampler.derived(("overview_problems", *inputs, ctx.tz, shown),
+                                  lambda: _problem_figures(ctx, bad, now))
+    cols = st.columns(3)
+    for i, (h, fig) in enumerate(zip(bad, figures, strict=True)):
+        with cols[i % 3]:
+            st.plotly_chart(fig, key=f"problem_{h.target}_{h.queue}", config={"displayModeBar": False})
+
+
+def _problem_figures(ctx: context.Ctx, bad: list[QueueHealth], now: datetime) -> list[go.Figure]:
+    """One chart per queue of ``bad``: its first reason's metric over the last hour, with its levels."""
     since = now - timedelta(hours=1)
     metrics = sorted({h.reasons[0].metric for h in bad})
     hist = ctx.store.history(metrics, since, [(h.target, h.queue) for h in bad])
     live = [ctx.sampler.history(m) for m in metrics]
     frames = [f for f in [hist, *live] if not f.empty]
     data = pd.concat([f[["ts", "target", "queue", "metric", "value"]] for f in frames]) if frames else None
-    cols = st.columns(3)
-    for i, h in enumerate(bad):
+    figures = []
+    for h in bad:
         f = h.reasons[0]
         q = ctx.cfg.queue(h.queue)
-        with cols[i % 3]:
-            fig = go.Figure()
-            if data is not None:
-                d = data[(data["target"] == h.target) & (data["queue"] == h.queue) & (data["metric"] == f.metric)]
-                d = d.sort_values("ts")
-                if not d.empty:
-                    fig.add_trace(style.time_trace(d["ts"], d["value"], style.label(f.metric), ctx.tz,
-                                                   color=style.STATE_COLOR[f.state]))
-            thr = q.threshold(f.metric)
-            if thr is not None:
-                style.threshold_lines(fig, thr.warn, thr.crit)
-            style.apply(fig, height=220, title=f"{h.queue} · {style.label(f.metric)} ({WORD[h.state].lower()})", legend=False)
-            shown = data["ts"] if data is not None else pd.Series(dtype="datetime64[ns, UTC]")
-            fig.update_xaxes(range=[style.window_start(shown, now, now - since), now])
-            st.plotly_chart(fig, key=f"problem_{h.target}_{h.queue}", config={"displayModeBar": False})
+        fig = go.Figure()
+        if data is not None:
+            d = data[(data["target"] == h.target) & (data["queue"] == h.queue) & (data["metric"] == f.metric)]
+            d = d.sort_values("ts")
+            if not d.empty:
+                fig.add_trace(style.time_trace(d["ts"], d["value"], style.label(f.metric), ctx.tz,
+                                               color=style.STATE_COLOR[f.state]))
+        thr = q.threshold(f.metric)
+        if thr is not None:
+            style.threshold_lines(fig, thr.warn, thr.crit)
+        style.apply(fig, height=220, title=f"{h.queue} · {style.label(f.metric)} ({WORD[h.state].lower()})", legend=False)
+        shown = data["ts"] if data is not None else pd.Series(dtype="datetime64[ns, UTC]")
+        fig.update_xaxes(range=[style.window_start(shown, now, now - since), now])
+        figures.append(fig)
+    return figures
