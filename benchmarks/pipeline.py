@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -320,7 +321,12 @@ def measure(args: list[str], cap_mb: int | None = None, timeout: float = 3600, *
         res.update(json.loads(out.strip().splitlines()[-1]))
     else:
         tail = (err or out).strip().splitlines()
-        res["error"] = next((ln for ln in reversed(tail) if "Error" in ln or "error" in ln), tail[-1] if tail else "")
+        # The cause, not a stack frame: the first line that names an exception or error and is not
+        # an "at ..." frame (a JVM trace ends in frames whose class names contain "Error").
+        causes = [ln.strip() for ln in tail if re.search(r"(Exception|Error)\b", ln)
+                  and not ln.lstrip().startswith(("at ", "..."))]
+        res["error"] = causes[0] if causes else (tail[-1] if tail else "")
+        res["error_tail"] = tail[-40:]
     return res
 
 

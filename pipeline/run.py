@@ -140,11 +140,13 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
     summary["cleared"] = len(cleared)
 
     # Only the rollups read the lake: their aggregation (with the findings' signal counts) is kept
-    # (memory, spilling to disk) for the rollups' write and the findings, then dropped.
+    # for the rollups' write and the findings, then dropped. On disk only: a memory level unrolls
+    # each partition's cached batches in the heap first, which ran a 1 GB driver out of memory on
+    # a 100M-row lake (docs/benchmarks.md); on disk, one batch at a time is in memory.
     from pyspark import StorageLevel
 
     rolled = ru.rollups_and_signals(ru.prepare(ru.read_lake(spark, files), recompute), params)
-    rolled = rolled.persist(StorageLevel.MEMORY_AND_DISK)
+    rolled = rolled.persist(StorageLevel.DISK_ONLY)
     rollup_base = join(out, gold.ROLLUPS)
     findings_base = join(out, gold.FINDINGS)
     with step("rollups"):
