@@ -7,6 +7,7 @@ workload, when a test starts it) are left to the workload-based tests.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import textwrap
 import threading
@@ -269,3 +270,27 @@ class Dequeuers:
         """Longest time without any completed dequeue inside [start, end]."""
         ts = sorted([start, *[t for t in self.times if start <= t <= end], end])
         return max((b - a for a, b in zip(ts, ts[1:], strict=False)), default=0.0)
+
+
+@contextlib.contextmanager
+def snapshot_held(acts: ActLab) -> Iterator[None]:
+    """An open REPEATABLE READ transaction holding a snapshot (and no queue table lock) for the
+    body: what makes REINDEX CONCURRENTLY wait until its lock timeout."""
+    ready, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with acts.connect(autocommit=False) as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            conn.execute("SELECT count(*) FROM pg_class")  # takes the snapshot, locks no queue table
+            ready.set()
+            release.wait(60)
+            conn.rollback()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert ready.wait(10), "the snapshot holder did not start"
+        yield
+    finally:
+        release.set()
+        t.join()

@@ -8,7 +8,6 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from queueops import actions, engine
 from queueops.actions import executor
 from queueops.actions.model import ActionError, dumps, shown_sql
 from queueops.store import open_engine
+from tests.actions.conftest import snapshot_held
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,24 +114,8 @@ def test_a_failing_statement_row_carries_its_error(acts) -> None:  # noqa: ANN00
     acts.sql("INSERT INTO @churn (id) SELECT g FROM generate_series(1, 500) AS g")
     cfg = acts.config()
     plan = actions.plan(cfg, "rebuild", "churn", {"indexes": ["churn_q_enq"], "vacuum": False, "lock_retries": 0})
-    ready, release = threading.Event(), threading.Event()
-
-    def hold_snapshot() -> None:
-        with acts.connect(autocommit=False) as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            conn.execute("SELECT count(*) FROM pg_class")
-            ready.set()
-            release.wait(60)
-            conn.rollback()
-
-    t = threading.Thread(target=hold_snapshot)
-    t.start()
-    try:
-        assert ready.wait(10)
+    with snapshot_held(acts):
         result = actions.execute(cfg, plan)
-    finally:
-        release.set()
-        t.join()
     assert result.outcome == "failed" and "lock timeout" in result.error
     rows = executor.commands(open_engine(cfg), result.audit_id)
     failed = [r for r in rows if r["error"]]

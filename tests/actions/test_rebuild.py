@@ -3,14 +3,13 @@ invalid index behind; the preview says what will run and why."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
 from queueops import actions
 from queueops.actions import rebuild
-from tests.actions.conftest import CHURN_NAME, Dequeuers
+from tests.actions.conftest import CHURN_NAME, Dequeuers, snapshot_held
 
 DEQUEUE = "DELETE FROM @churn WHERE id = (SELECT id FROM @churn ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id"
 
@@ -117,24 +116,8 @@ def test_lock_timeout_fails_cleanly_without_leaving_an_invalid_index(acts) -> No
     acts.sql("INSERT INTO @churn (id) SELECT g FROM generate_series(1, 1000) AS g")
     cfg = acts.config()
     plan = actions.plan(cfg, "rebuild", "churn", {"indexes": ["churn_q_enq"], "vacuum": False, "lock_retries": 1})
-    ready, release = threading.Event(), threading.Event()
-
-    def hold_snapshot() -> None:
-        with acts.connect(autocommit=False) as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            conn.execute("SELECT count(*) FROM pg_class")  # takes the snapshot, locks no queue table
-            ready.set()
-            release.wait(60)
-            conn.rollback()
-
-    t = threading.Thread(target=hold_snapshot)
-    t.start()
-    try:
-        ready.wait(10)
+    with snapshot_held(acts):
         result = actions.execute(cfg, plan)
-    finally:
-        release.set()
-        t.join()
     assert result.outcome == "failed" and "lock timeout" in result.error
     assert "dropped leftover churn_q_enq_ccnew" in result.error  # it had built one, and removed it
     assert _invalid(acts) == []
