@@ -49,19 +49,21 @@ CROSS APPLY (VALUES
                                              QUOTENAME(:lease_name), N' IS NOT NULL') END)
 ) AS v (metric, value, note)
 -- @block status
+-- One TOP (:cap) read of processing items gives the stuck count and the oldest change together:
+-- status_changed_at is a key lookup per row unless the status index includes it, so the two
+-- figures share the lookups. With :cap processing items or more the count is 'at least'.
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}
-                                     WHERE {status} IN (:processing_values)
-                                       AND {status_changed_at} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME()){open_and}) AS l) AS n,
-             (SELECT MIN(p.changed) FROM (SELECT TOP (:cap) {status_changed_at} AS changed FROM {table}
-                                          WHERE {status} IN (:processing_values){open_and}) AS p) AS oldest) AS s
+FROM (SELECT COUNT(CASE WHEN p.changed < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME()) THEN 1 END) AS n,
+             MIN(p.changed) AS oldest, COUNT(*) AS seen
+      FROM (SELECT TOP (:cap) {status_changed_at} AS changed FROM {table}
+            WHERE {status} IN (:processing_values){open_and}) AS p) AS s
 CROSS JOIN (SELECT COUNT(*) AS n FROM sys.indexes AS i
             JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal = 1
             JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
             WHERE i.object_id = OBJECT_ID(:qualified_table) AND c.name = :status_name AND i.is_disabled = 0
               AND i.has_filter = 0) AS ix
 CROSS APPLY (VALUES
-    ('stuck_leases', CAST(s.n AS float), CASE WHEN s.n >= :cap THEN 'at least (cap reached)' ELSE 'exact' END),
+    ('stuck_leases', CAST(s.n AS float), CASE WHEN s.seen >= :cap THEN 'at least (cap of processing items read)' ELSE 'exact' END),
     ('oldest_lease_age_s', CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, s.oldest, SYSUTCDATETIME()), 0) / 1000.0 AS float),
      CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
     ('missing_index', CAST(CASE WHEN ix.n > 0 THEN 0 ELSE 1 END AS float),

@@ -88,26 +88,26 @@ CROSS JOIN LATERAL (VALUES
                       :qualified_table::text, :lease_name::text, :lease_name::text) END)
 ) AS v (metric, value, note)
 -- @block status
+-- One read of at most :cap processing items per value, in (status, key) order, gives both the
+-- stuck count and the oldest change: each row costs a heap fetch (status_changed_at is not in the
+-- status index), so the two figures share it, and no cycle reads more than :cap rows per value.
+-- When a value has :cap processing items or more, the count covers only those read ('at least').
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
-    SELECT CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-                 CROSS JOIN LATERAL (SELECT count(*) AS n FROM (
-                     SELECT 1 FROM {table}
-                     WHERE {status} = u.s AND {status_changed_at} < now() - make_interval(secs => :lease_timeout_s){open_and}
-                     ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) END AS n,
-           CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT min(x.oldest) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-                 CROSS JOIN LATERAL (SELECT min(p.changed) AS oldest FROM (
-                     SELECT {status_changed_at} AS changed FROM {table} WHERE {status} = u.s{open_and}
-                     ORDER BY {status}, {key} LIMIT :cap) AS p) AS x) END AS oldest
-    OFFSET 0
+    SELECT sum(x.n) AS n, min(x.oldest) AS oldest, max(x.seen) AS seen
+    FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE p.changed < now() - make_interval(secs => :lease_timeout_s)) AS n,
+               min(p.changed) AS oldest, count(*) AS seen
+        FROM (SELECT {status_changed_at} AS changed FROM {table} WHERE {status} = u.s{open_and}
+              ORDER BY {status}, {key} LIMIT :cap) AS p) AS x
+    WHERE ix.indexed OR ix.small
 ) AS s
 CROSS JOIN LATERAL (VALUES
     ('stuck_leases', s.n::float8,
      CASE WHEN s.n IS NULL THEN 'not counted: no index on the status column (see missing_index)'
-          WHEN s.n >= :cap THEN 'at least (cap reached)'
+          WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
           WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no status index)' END),
     ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
                                 THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,

@@ -134,6 +134,28 @@ def test_stuck_leases_after_the_lease_timeout_and_back(cfg, clean_lab) -> None: 
     assert c.value("lease", "oldest_lease_age_s") == 0
 
 
+def test_status_stuck_leases_read_at_most_the_cap_of_processing_items(cfg, clean_lab) -> None:  # noqa: ANN001
+    # More processing items than the cap: the first cap (in key order) are read once for the count
+    # and the oldest, the count says it covers only those, and the stuck items after them are not read.
+    fresh, stuck = COUNT_CAP - 10, 30
+    with clean_lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_status_meta (status, status_changed_at) SELECT 1, now() - interval '1 minute' "
+                     "FROM generate_series(1, 10)")
+        conn.execute("INSERT INTO lab.q_status_meta (status, status_changed_at) SELECT 1, now() FROM generate_series(1, %s)",
+                     (fresh,))
+        conn.execute("INSERT INTO lab.q_status_meta (status, status_changed_at) SELECT 1, now() - interval '1 minute' "
+                     "FROM generate_series(1, %s)", (stuck,))
+    c = collect(cfg, "stuck_leases")
+    assert c.value("status", "stuck_leases") == 10
+    assert c.row("status", "stuck_leases").note == "at least (cap of processing items read)"
+    assert 55 <= c.value("status", "oldest_lease_age_s") < 600
+    with clean_lab.connect() as conn:  # one processing item fewer than the cap: every stuck item is counted
+        conn.execute("DELETE FROM lab.q_status_meta WHERE id IN (SELECT id FROM lab.q_status_meta ORDER BY id LIMIT %s)",
+                     (stuck + 1,))
+    c = collect(cfg, "stuck_leases")
+    assert (c.value("status", "stuck_leases"), c.row("status", "stuck_leases").note) == (stuck, "exact")
+
+
 def test_a_fresh_lease_becomes_stuck_once_the_timeout_passes(cfg, clean_lab) -> None:  # noqa: ANN001
     with clean_lab.connect() as conn:
         conn.execute("INSERT INTO lab.q_lease (processing_started_at) VALUES (now())")
