@@ -16,7 +16,11 @@ of the warm process, ``reload_ms`` the median of ``--reloads`` page reloads, ``r
 median of ``--refreshes`` in-place refreshes (the overview's own timer, ``[console] refresh_s``;
 from when the page is seen running). The data part, timed in this process without the browser
 (``data_ms``: the sample, the sparklines and the problem charts, nothing cached), and the rest of a
-first render (``first_render_streamlit_browser_ms``) give the split. Prints one JSON object.
+first render (``first_render_streamlit_browser_ms``) give the split. The **floor** (issue 17) is
+the least Streamlit itself takes to draw a page of the overview's shape in the same browser: a
+plain ``streamlit run`` script with no data work (title, five tiles, a table of as many rows with
+a sparkline column, the caption), first render in a new browser context and reloads, measured in
+the same run (``floor_*``; ``first_over_floor``, ``reload_over_floor``). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,8 +45,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from collect_cycle import build, queue_config  # noqa: E402
 
 from queueops import config as config_mod  # noqa: E402
+from queueops.commands.serve import config_options  # noqa: E402
 from queueops.lab.pgserver import EmbeddedPostgres  # noqa: E402
-from tests.console.conftest import start_service, stop  # noqa: E402
+from tests.console.conftest import Server, free_port, start_service, stop, wait_http  # noqa: E402
 
 FAST = {"delete": ("depth", "oldest_age_s", "watermark_drift", "lock_waiters"),
         "status": ("depth", "oldest_age_s", "stuck_leases", "lock_waiters"),
@@ -178,6 +184,62 @@ def measure(config_path: Path, reloads: int, refreshes: int, refresh_s: float, l
     return out
 
 
+# The floor: what Streamlit alone takes to draw a page of the overview's shape (no store, no
+# database, no judgement): the same table size and column kinds, as a plain script.
+FLOOR_APP = """
+import pandas as pd
+import streamlit as st
+
+st.set_page_config(page_title="floor", layout="wide")
+st.title("Overview")
+for col, label in zip(st.columns(5), ("Critical", "Warning", "Unknown", "OK", "Targets up")):
+    col.metric(label, "0")
+n = {queues}
+df = pd.DataFrame({{"State": ["ok"] * n, "Queue": [f"q{{i:05d}}" for i in range(n)], "Target": ["bench"] * n,
+                   "Why": [""] * n, "Depth, last hour": [[float((i + j) % 7) for j in range(60)] for i in range(n)],
+                   **{{f"metric {{k}}": [float(i * k) for i in range(n)] for k in range(8)}}, "Kind": ["delete"] * n}})
+st.dataframe(df, hide_index=True, height=min(38 + 35 * n, 38 + 35 * 20),
+             column_config={{"Depth, last hour": st.column_config.LineChartColumn(y_min=0)}})
+st.caption("Sampled just now")
+"""
+
+
+def floor(queues: int, reloads: int, folder: Path) -> dict[str, Any]:
+    """First render (new browser context) and reloads of the floor page, served like the console
+    (the project's Streamlit options, headless, no file watcher)."""
+    from tests.console.browser import chromium, new_page
+
+    app = folder / "floor_app.py"
+    app.write_text(FLOOR_APP.format(queues=queues))
+    port = free_port()
+    options = {**config_options(), "server.headless": "true", "server.port": str(port), "server.address": "127.0.0.1",
+               "browser.gatherUsageStats": "false", "server.fileWatcherType": "none"}
+    log = open(folder / "floor.log", "wb")  # noqa: SIM115 - closed by the process's exit
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(app),
+                             *[part for k, v in options.items() for part in (f"--{k}", v)]],
+                            cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = Server(f"http://127.0.0.1:{port}", proc, folder / "floor.log")
+    try:
+        wait_http(server.url + "/_stcore/health", proc=proc)
+        with chromium() as browser:
+            page = new_page(browser)  # warm the process (its first script run imports pandas)
+            page.goto(server.url)
+            rendered(page)
+            page.context.close()
+            page = new_page(browser)
+            t0 = time.monotonic()
+            page.goto(server.url)
+            first = (rendered(page) - t0) * 1000
+            times = []
+            for _ in range(reloads):
+                t0 = time.monotonic()
+                page.reload()
+                times.append((rendered(page) - t0) * 1000)
+    finally:
+        stop(proc)
+    return {"floor_first_render_ms": round(first), "floor_reload_ms": round(statistics.median(times))}
+
+
 def wait_for_cycle(cfg: config_mod.Config, timeout: float = 120) -> None:
     """Until the collector service has written a cycle of every fast collector to the store."""
     from sqlalchemy import func, select
@@ -232,7 +294,7 @@ def python_side(config_path: Path, service: bool) -> dict[str, float]:
         healths = overview.judge_all(cfg, sample, overview.recent_rows(collecting))
         bad = [h for h in healths if h.state in ("crit", "warn") and h.reasons][:6]
         ctx = Ctx(cfg, collecting, store, Identity("bench", "viewer", "anonymous"), "Europe/Berlin")
-        runs["charts"].append(timed(overview._problem_figures, ctx, bad, sample.ts)[0])
+        runs["charts"].append(timed(overview.problem_charts, ctx, bad, sample.ts)[0])
     med = {k: round(statistics.median(v), 1) for k, v in runs.items() if v}
     out = {"live_sample_ms": med["live"], "sparklines_ms": med["spark"], "problem_charts_ms": med["charts"],
            "raw_history_hour_ms": med["hist"], "raw_history_hour_rows": len(df)}
@@ -293,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                 if service is not None:
                     stop(service)
         big, small = runs["big"], runs["small"]
+        fl = floor(args.queues, args.reloads, base)
     finally:
         srv.destroy()
         shutil.rmtree(base, ignore_errors=True)
@@ -309,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
         # problem charts; none of it cached): Streamlit's script run, the transport, the browser.
         "first_render_streamlit_browser_ms": round(big["first_render_ms"] - py["data_ms"]),
         **{f"small_{args.small}_{k}": v for k, v in small.items()},
+        **fl,
+        "first_over_floor": round(big["first_render_ms"] / fl["floor_first_render_ms"], 2),
+        "reload_over_floor": round(big["reload_ms"] / fl["floor_reload_ms"], 2),
         "reload_ratio_big_over_small": round(big["reload_ms"] / small["reload_ms"], 2),
         "first_ratio_big_over_small": round(big["first_render_ms"] / small["first_render_ms"], 2),
         "browser": "Debian chromium headless (Playwright, executable_path=/usr/bin/chromium)",

@@ -1,7 +1,10 @@
-"""One plotly style for every chart of the console, and how times and metrics are labelled.
+"""One style for every chart of the console, and how times and metrics are labelled.
 
-Every chart goes through :func:`figure` / :func:`apply`, so a colour or a font changes in one
-place. Times are plotted in UTC; hover labels add the viewer's local time and offset (taken from
+Every plotly chart goes through :func:`figure` / :func:`apply`, and the Overview's small charts are
+Vega-Lite specs from :func:`level_chart` with the same colours and fonts, so a colour or a font
+changes in one place. (The Overview draws no plotly chart: plotly.js is a 4.7 MB chunk that a new
+browser context must load and parse before the first chart appears; Vega ships with Streamlit's
+smaller chart bundle.) Times are plotted in UTC; hover labels add the viewer's local time and offset (taken from
 the browser through ``st.context.timezone`` by the caller) so that "14:03 UTC" and "16:03 here"
 are never confused at 3 a.m.
 """
@@ -164,3 +167,52 @@ def threshold_lines(fig: go.Figure, warn: float | None, crit: float | None, row:
         fig.add_hline(y=level, line={"color": STATE_COLOR[state], "dash": "dash", "width": 1},
                       annotation_text=text, annotation_position=where,
                       annotation_font={"color": STATE_COLOR[state], "size": 11}, **kwargs)
+
+
+def level_chart(ts: pd.Series, values: pd.Series, name: str, tz: str | None, *, color: str,
+                warn: float | None, crit: float | None, x_range: tuple[datetime, datetime],
+                title: str, height: int = 220) -> tuple[pd.DataFrame, dict[str, object]]:
+    """A small line over UTC time with its dashed warn / crit levels, as data and a Vega-Lite spec.
+
+    The same reading as :func:`time_trace` plus :func:`threshold_lines`: UTC axis, the value, UTC
+    and local time in the tooltip, markers when there are few samples, one line when both levels
+    coincide.
+    """
+    utc = pd.to_datetime(pd.Series(ts), utc=True).reset_index(drop=True)
+    # Times go to the browser as milliseconds since the epoch: Vega reads those as instants, where
+    # Arrow's timezone-aware timestamps arrive in another unit.
+    data = pd.DataFrame({"ts": (utc.astype("int64") // 10**6).astype("float64") if len(utc) else pd.Series(dtype=float),
+                         "value": pd.Series(values).reset_index(drop=True).astype(float),
+                         "utc": utc.dt.strftime("%H:%M:%S UTC"), "local": hover_times(utc, tz)})
+    levels = [{"level": float(level), "state": state} for level, state in ((warn, "warn"), (crit, "crit"))
+              if level is not None and not (state == "warn" and level == crit)]
+    # The axis range as ISO strings: Vega-Lite drops a temporal axis whose domain is given in numbers.
+    lo, hi = (pd.Timestamp(t).tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%S.%fZ") for t in x_range)
+    x = {"field": "ts", "type": "temporal", "title": None, "scale": {"type": "utc", "domain": [lo, hi]},
+         "axis": {"format": "%H:%M", "gridColor": GRID, "labelColor": MUTED, "domainColor": GRID}}
+    y_axis = {"gridColor": GRID, "labelColor": MUTED, "domainColor": GRID, "format": "~s"}
+    layers: list[dict[str, object]] = [{
+        "mark": {"type": "line", "color": color, "strokeWidth": 2, "clip": True,
+                 "point": {"color": color, "size": 25} if len(data) < 40 else False},
+        "encoding": {"x": x, "y": {"field": "value", "type": "quantitative", "title": None, "axis": y_axis,
+                                   "scale": {"zero": True}},
+                     "tooltip": [{"field": "value", "title": name, "format": ",.4~g"},
+                                 {"field": "utc", "title": "time"}, {"field": "local", "title": "here"}]},
+    }]
+    if levels:
+        level_colors = {"scale": {"domain": ["warn", "crit"], "range": [STATE_COLOR["warn"], STATE_COLOR["crit"]]},
+                        "legend": None}
+        layers += [
+            {"data": {"values": levels}, "mark": {"type": "rule", "strokeDash": [5, 4], "strokeWidth": 1},
+             "encoding": {"y": {"field": "level", "type": "quantitative"}, "color": {"field": "state", **level_colors}}},
+            {"data": {"values": levels},
+             "mark": {"type": "text", "align": "right", "baseline": "bottom", "dy": -2, "fontSize": 11, "x": "width"},
+             "encoding": {"y": {"field": "level", "type": "quantitative"}, "text": {"field": "state"},
+                          "color": {"field": "state", **level_colors}}},
+        ]
+    spec: dict[str, object] = {
+        "height": height - 40, "title": {"text": title, "anchor": "start", "fontSize": 15, "font": FONT, "color": INK},
+        "config": {"font": FONT, "view": {"stroke": None}}, "layer": layers,
+    }
+    return data, spec
+

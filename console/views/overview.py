@@ -12,7 +12,6 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from console import chrome, context, nav, style
@@ -204,38 +203,37 @@ def _problem_charts(ctx: context.Ctx, healths: list[QueueHealth], now: datetime,
         return
     st.subheader("What is wrong, last hour")
     shown = tuple((h.target, h.queue, h.state, h.reasons[0].metric, h.reasons[0].state) for h in bad)
-    figures = ctx.sampler.derived(("overview_problems", *inputs, ctx.tz, shown),
-                                  lambda: _problem_figures(ctx, bad, now))
+    charts = ctx.sampler.derived(("overview_problems", *inputs, ctx.tz, shown),
+                                 lambda: problem_charts(ctx, bad, now))
     cols = st.columns(3)
-    for i, (h, fig) in enumerate(zip(bad, figures, strict=True)):
+    for i, (h, (data, spec)) in enumerate(zip(bad, charts, strict=True)):
         with cols[i % 3]:
-            st.plotly_chart(fig, key=f"problem_{h.target}_{h.queue}", config={"displayModeBar": False})
+            st.vega_lite_chart(data, spec, width="stretch", key=f"problem_{h.target}_{h.queue}")
 
 
-def _problem_figures(ctx: context.Ctx, bad: list[QueueHealth], now: datetime) -> list[go.Figure]:
-    """One chart per queue of ``bad``: its first reason's metric over the last hour, with its levels."""
+def problem_charts(ctx: context.Ctx, bad: list[QueueHealth], now: datetime) -> list[tuple[pd.DataFrame, dict]]:
+    """One chart per queue of ``bad`` (data and Vega-Lite spec): its first reason's metric over the
+    last hour, with its levels."""
     since = now - timedelta(hours=1)
     metrics = sorted({h.reasons[0].metric for h in bad})
     hist = ctx.store.history(metrics, since, [(h.target, h.queue) for h in bad])
     live = [ctx.sampler.history(m) for m in metrics]
     frames = [f for f in [hist, *live] if not f.empty]
     data = pd.concat([f[["ts", "target", "queue", "metric", "value"]] for f in frames]) if frames else None
-    figures = []
+    empty = pd.DataFrame({"ts": pd.Series(dtype="datetime64[ns, UTC]"), "value": pd.Series(dtype=float)})
+    charts = []
     for h in bad:
         f = h.reasons[0]
         q = ctx.cfg.queue(h.queue)
-        fig = go.Figure()
+        d = empty
         if data is not None:
             d = data[(data["target"] == h.target) & (data["queue"] == h.queue) & (data["metric"] == f.metric)]
             d = d.sort_values("ts")
-            if not d.empty:
-                fig.add_trace(style.time_trace(d["ts"], d["value"], style.label(f.metric), ctx.tz,
-                                               color=style.STATE_COLOR[f.state]))
         thr = q.threshold(f.metric)
-        if thr is not None:
-            style.threshold_lines(fig, thr.warn, thr.crit)
-        style.apply(fig, height=220, title=f"{h.queue} · {style.label(f.metric)} ({WORD[h.state].lower()})", legend=False)
-        shown = data["ts"] if data is not None else pd.Series(dtype="datetime64[ns, UTC]")
-        fig.update_xaxes(range=[style.window_start(shown, now, now - since), now])
-        figures.append(fig)
-    return figures
+        shown = data["ts"] if data is not None else empty["ts"]
+        charts.append(style.level_chart(
+            d["ts"], d["value"], style.label(f.metric), ctx.tz, color=style.STATE_COLOR[f.state],
+            warn=thr.warn if thr else None, crit=thr.crit if thr else None,
+            x_range=(style.window_start(shown, now, now - since), now),
+            title=f"{h.queue} · {style.label(f.metric)} ({WORD[h.state].lower()})"))
+    return charts

@@ -45,8 +45,9 @@ _STATE_JS = """() => {
   const stale = document.querySelectorAll("[data-stale='true']").length;
   // Charts below the fold are drawn when scrolled to: only those in the viewport must be drawn.
   const inView = c => { const r = c.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; };
-  const charts = Array.from(document.querySelectorAll("[data-testid='stPlotlyChart']")).filter(inView);
-  const drawn = charts.filter(c => c.querySelector('.main-svg')).length;
+  const charts = Array.from(document.querySelectorAll("[data-testid='stPlotlyChart'], [data-testid='stVegaLiteChart']"))
+    .filter(inView);
+  const drawn = charts.filter(c => c.querySelector('.main-svg, svg.marks, canvas.marks')).length;
   return {state, busy: skeletons + stale + (charts.length - drawn)};
 }"""
 

@@ -56,6 +56,15 @@ def test_overview_shows_every_queue_worst_first_with_the_lease_queue_critical(en
     assert (df.iloc[1:]["State"] != "CRITICAL").all()
     crit = next(m for m in at.metric if m.label == "Critical")
     assert crit.value == "1"
+    # The problem chart (Vega-Lite, not plotly: the Overview loads no plotly.js) draws the lease
+    # queue's stuck leases, in its state's colour, with its critical level.
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 1 and not at.get("plotly_chart")
+    spec = json.loads(charts[0].proto.spec)
+    assert spec["title"]["text"] == "lease · Stuck leases (critical)"
+    line, rule, _label = spec["layer"]
+    assert line["mark"]["color"] == "#cf222e"
+    assert {lv["state"]: lv["level"] for lv in rule["data"]["values"]} == {"crit": 1.0}
     assert "No history yet" in texts(at)  # no service has written the store
 
 
