@@ -10,9 +10,21 @@ alternates batched and naive cycles on one collector session each, as the schedu
 Also runs the same on the first N/10 queues in the same run, to show that the batched round
 trips per cycle do not grow with the number of queues. Prints one JSON object.
 
-"before" is the batched cycle as it was before issue 17's first lever, measured in the same run
-on the same tables and interleaved with the others: every count of all rows is run, however far
-the live-row counter puts the table above the cap (runner.COUNT_SKIP_ABOVE out of reach).
+"floor" (issue 17) is the least any collector giving the same exact values must read, measured in
+the same run, interleaved: one statement with, per queue, only the bounded index reads behind
+its exact values (each count of at most the cap of entries per status / lease / due class, the
+stuck-lease read of at most the cap, the oldest item, the watermark), with no catalog or
+statistics lookup, no estimate, no note; counts of all rows only where the runner still makes
+them (the live-row counter below its skip threshold). ``batched_over_floor`` is the ratio.
+
+"batched" is what the collector service runs: one statement per collector per target, on its
+long-lived session whose statements are kept prepared with generic plans (runner.keep_plans; the
+first round makes them and is not counted). "unplanned" is the same runner on a session that plans
+every statement at each execution (the console's own one-cycle collection, and the service before
+issue 17's second lever). "before" is the cycle as it was before issue 17: planned at every
+execution and every count of all rows run, however far the live-row counter puts the table above
+the cap (runner.COUNT_SKIP_ABOVE out of reach). The floor runs on a kept-plans session too. All
+measured in the same run on the same tables, interleaved cycle by cycle.
 """
 
 from __future__ import annotations
@@ -70,6 +82,46 @@ DDL = {
 }
 
 
+# The floor's reads per kind ({t}: the generated table; {cap}, {timeout}: integers). Each line is
+# one bounded read the product's exact values need; "total" only below the skip threshold.
+FLOOR = {
+    "delete": ["(SELECT count(*) FROM (SELECT 1 FROM {t} ORDER BY id LIMIT {cap}) AS x)",
+               "(SELECT extract(epoch FROM min(enqueued_at)) FROM (SELECT enqueued_at FROM {t} ORDER BY id LIMIT 1) AS x)",
+               "(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE id < (SELECT low_key FROM {t}_wm WHERE id = 1) "
+               "ORDER BY id LIMIT {cap}) AS x)"],
+    "status": ["(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE status = 0 ORDER BY status, id LIMIT {cap}) AS x)",
+               "(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE status = 1 ORDER BY status, id LIMIT {cap}) AS x)",
+               "(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE status = 2 ORDER BY status, id LIMIT {cap}) AS x)",
+               "(SELECT count(*) FILTER (WHERE c < now() - interval '{timeout} seconds') "
+               "+ extract(epoch FROM min(c)) FROM (SELECT status_changed_at AS c FROM {t} WHERE status = 1 "
+               "ORDER BY status, id LIMIT {cap}) AS x)",
+               "(SELECT extract(epoch FROM min(e)) FROM (SELECT enqueued_at AS e FROM {t} WHERE status = 0 "
+               "ORDER BY status, id LIMIT 1) AS x)"],
+    "lease": ["(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE leased_at IS NULL ORDER BY created_at, id LIMIT {cap}) AS x)",
+              "(SELECT count(*) FILTER (WHERE l < now() - interval '{timeout} seconds') + extract(epoch FROM min(l)) "
+              "FROM (SELECT leased_at AS l FROM {t} WHERE leased_at IS NOT NULL ORDER BY leased_at LIMIT {cap}) AS x)",
+              "(SELECT extract(epoch FROM min(c)) FROM (SELECT created_at AS c FROM {t} WHERE leased_at IS NULL "
+              "ORDER BY created_at, id LIMIT 1) AS x)"],
+    "due": ["(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE due_at <= now() ORDER BY due_at, id LIMIT {cap}) AS x)",
+            "(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE due_at > now() ORDER BY due_at, id LIMIT {cap}) AS x)",
+            "(SELECT extract(epoch FROM min(d)) FROM (SELECT due_at AS d FROM {t} WHERE due_at <= now() "
+            "ORDER BY due_at, id LIMIT 1) AS x)"],
+}
+FLOOR_TOTAL = "(SELECT count(*) FROM (SELECT 1 FROM {t} ORDER BY id LIMIT {cap}) AS x)"
+
+
+def floor_statement(queues: int, rows: int) -> sqlfiles.Statement:
+    """The floor's one statement for the first ``queues`` tables of ``rows`` rows each."""
+    parts = []
+    for i in range(queues):
+        kind = KINDS[i % len(KINDS)]
+        reads = list(FLOOR[kind])
+        if kind != "delete" and rows < runner.COUNT_SKIP_ABOVE:
+            reads.append(FLOOR_TOTAL)
+        parts += [r.format(t=f"bench.q_{i:05d}", cap=runner.COUNT_CAP, timeout=300) for r in reads]
+    return sqlfiles.Statement("SELECT " + " + ".join(f"coalesce({p}, 0)" for p in parts) + " AS floor")
+
+
 def queue_config(i: int) -> dict[str, Any]:
     kind = KINDS[i % len(KINDS)]
     q: dict[str, Any] = {"name": f"q{i:05d}", "target": "bench", "kind": kind, "schema": "bench",
@@ -124,64 +176,71 @@ def before_cycle(cfg: config_mod.Config, target: config_mod.Target, fast: list[r
         runner.COUNT_SKIP_ABOVE = skip
 
 
-def measure(cfg: config_mod.Config, cycles: int) -> dict[str, Any]:
+def measure(cfg: config_mod.Config, cycles: int, rows: int) -> dict[str, Any]:
+    """Interleaved, cycle by cycle, each variant on a collector session of its own."""
     target = cfg.targets[0]
     fast = list(registry.by_cadence("fast"))
-    batched_conn = engine.connect(target, "collect", cfg.base_dir)
-    before_conn = engine.connect(target, "collect", cfg.base_dir)
-    naive_conn = engine.connect(target, "collect", cfg.base_dir)
-    for conn in (batched_conn, before_conn, naive_conn):
-        conn.execute(runner.session_setup(target))
+    conns = {name: engine.connect(target, "collect", cfg.base_dir)
+             for name in ("batched", "unplanned", "before", "naive", "floor")}
+    for name, conn in conns.items():
+        if name in ("batched", "floor"):
+            runner.keep_plans(conn)  # the service's session: statements kept prepared
+        else:
+            conn.execute(runner.session_setup(target))  # planned at every execution
     naive = naive_statements(cfg, target, fast)
+    floor = floor_statement(len(cfg.queues), rows)
     rtt = []
     for _ in range(50):
         t0 = time.perf_counter()
-        naive_conn.execute(sqlfiles.Statement("SELECT 1 AS one"))
+        conns["naive"].execute(sqlfiles.Statement("SELECT 1 AS one"))
         rtt.append((time.perf_counter() - t0) * 1000)
-    batched_ms: list[float] = []
-    before_ms: list[float] = []
-    naive_ms: list[float] = []
+
+    def naive_cycle(conn: engine.Connection) -> None:
+        for stmt in naive:
+            conn.execute(stmt)
+
+    runs: dict[str, Any] = {
+        "batched": lambda conn: runner.run_collectors(cfg, target, fast, conn=conn),
+        "unplanned": lambda conn: runner.run_collectors(cfg, target, fast, conn=conn),
+        "before": lambda conn: before_cycle(cfg, target, fast, conn),
+        "naive": naive_cycle,
+        "floor": lambda conn: conn.execute(floor),
+    }
+    ms: dict[str, list[float]] = {name: [] for name in runs}
     trips = set()
     errors: list[str] = []
     try:
-        for i in range(cycles + 1):  # the first round warms caches and is not counted
-            t0 = time.perf_counter()
-            res = runner.run_collectors(cfg, target, fast, conn=batched_conn)
-            b = (time.perf_counter() - t0) * 1000
-            errors += [f"{s.collector}: {s.error}" for s in res.status if not s.ok]
-            t0 = time.perf_counter()
-            old = before_cycle(cfg, target, fast, before_conn)
-            o = (time.perf_counter() - t0) * 1000
-            errors += [f"{s.collector} (before): {s.error}" for s in old.status if not s.ok]
-            t0 = time.perf_counter()
-            for stmt in naive:
-                naive_conn.execute(stmt)
-            n = (time.perf_counter() - t0) * 1000
-            if i:
-                batched_ms.append(b)
-                before_ms.append(o)
-                naive_ms.append(n)
-                trips.add(res.round_trips)
+        for i in range(cycles + 1):  # the first round warms caches (and makes the kept plans): not counted
+            for name, run in runs.items():
+                t0 = time.perf_counter()
+                res = run(conns[name])
+                took = (time.perf_counter() - t0) * 1000
+                if isinstance(res, runner.CycleResult):
+                    errors += [f"{s.collector} ({name}): {s.error}" for s in res.status if not s.ok]
+                    if name == "batched" and i:
+                        trips.add(res.round_trips)
+                if i:
+                    ms[name].append(took)
     finally:
-        for conn in (batched_conn, before_conn, naive_conn):
+        for conn in conns.values():
             conn.close()
     if errors:
         raise SystemExit(f"collector errors: {sorted(set(errors))[:5]}")
-    return {
-        "queues": len(cfg.queues),
-        "median_ms": round(statistics.median(batched_ms), 1),
-        "p95_ms": round(percentile(batched_ms, 95), 1),
-        "round_trips": max(trips),
-        "before_median_ms": round(statistics.median(before_ms), 1),
-        "before_p95_ms": round(percentile(before_ms, 95), 1),
-        "before_over_batched": round(statistics.median(before_ms) / statistics.median(batched_ms), 2),
-        "naive_median_ms": round(statistics.median(naive_ms), 1),
-        "naive_p95_ms": round(percentile(naive_ms, 95), 1),
-        "naive_round_trips": len(naive),
-        "naive_over_batched": round(statistics.median(naive_ms) / statistics.median(batched_ms), 2),
+    med = {name: statistics.median(v) for name, v in ms.items()}
+    out: dict[str, Any] = {"queues": len(cfg.queues), "round_trips": max(trips), "naive_round_trips": len(naive)}
+    for name in runs:
+        prefix = "" if name == "batched" else f"{name}_"
+        out[f"{prefix}median_ms"] = round(med[name], 1)
+        out[f"{prefix}p95_ms"] = round(percentile(ms[name], 95), 1)
+    out |= {
+        "batched_over_floor": round(med["batched"] / med["floor"], 2),
+        "unplanned_over_batched": round(med["unplanned"] / med["batched"], 2),
+        "before_over_batched": round(med["before"] / med["batched"], 2),
+        "naive_over_batched": round(med["naive"] / med["batched"], 2),
         # What one extra round trip costs here (loopback); across a network multiply by the RTT.
         "round_trip_ms": round(statistics.median(rtt), 3),
     }
+    return out
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -235,8 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     small = args.small_queues or min(args.queues, max(len(KINDS), args.queues // 10))
 
     with bench_server(args.queues, args.rows) as (url, password, build_s, size):
-        big = measure(config_for(url, password, args.queues), args.cycles)
-        little = measure(config_for(url, password, small), args.cycles)
+        big = measure(config_for(url, password, args.queues), args.cycles, args.rows)
+        little = measure(config_for(url, password, small), args.cycles, args.rows)
     out = {
         "benchmark": "collect_cycle",
         "rows_per_queue": args.rows,
@@ -247,6 +306,12 @@ def main(argv: list[str] | None = None) -> int:
         **big,
         "small": little,
         "round_trips_constant": big["round_trips"] == little["round_trips"],
+        # What one more queue costs a cycle, from the two sizes of the same run (issue 17: < 0.5 ms).
+        "marginal_ms_per_queue": round((big["median_ms"] - little["median_ms"]) / (big["queues"] - little["queues"]), 2)
+        if big["queues"] > little["queues"] else None,
+        "floor_marginal_ms_per_queue": round((big["floor_median_ms"] - little["floor_median_ms"])
+                                             / (big["queues"] - little["queues"]), 2)
+        if big["queues"] > little["queues"] else None,
         "build_s": round(build_s, 1),
         "database_mb": round(size / 2**20),
     }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +26,7 @@ from collectors.registry import COLLECTORS, Collector
 from queueops import coltypes, engine, sqlfiles
 from queueops.config import Config, Queue, Target
 from queueops.fragments import fragments_for, qualified_name, schema_of, side_time_fragments
+from queueops.identifiers import quote_table
 from queueops.rows import SnapshotRow, StatusRow, utcnow
 
 # Exact counts are bounded: below the cap a count is exact (an index-only scan of at most `cap`
@@ -185,15 +187,115 @@ def build_statements(collector: Collector, target: Target, queues: Sequence[Queu
             + build_statements(collector, target, queues[half:], types))
 
 
-def session_setup(target: Target) -> sqlfiles.Statement:
-    """Short timeouts and a non-blocking isolation level for every collector session."""
+# Rendering a 100-queue target's statements (checking and quoting every identifier, each queue's
+# fragments and block) took ~60 ms of Python per cycle (benchmarks/collect_cycle.py), for the same
+# text every time. They are kept per collector, target, queues and column types, by the objects
+# themselves: a reloaded config or a re-read catalog is a new object and so a new entry. The entry
+# holds those objects, so their ids cannot be reused while it lives. The count limits are part of
+# the key (a benchmark moves them).
+_BUILT: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], list[sqlfiles.Statement]]] = OrderedDict()
+_BUILT_MAX = 64
+_BUILT_LOCK = threading.Lock()
+
+
+def cached_statements(collector: Collector, target: Target, queues: Sequence[Queue],
+                      types: Types | None = None) -> list[sqlfiles.Statement]:
+    """:func:`build_statements`, rendered once for the same collector, target, queues and types."""
+    key = (collector.name, id(target), tuple(map(id, queues)), id(types), COUNT_CAP, COUNT_SKIP_ABOVE,
+           SMALL_TABLE_PAGES)
+    with _BUILT_LOCK:
+        hit = _BUILT.get(key)
+        if hit is not None:
+            _BUILT.move_to_end(key)
+            return list(hit[1])
+    stmts = build_statements(collector, target, queues, types)
+    with _BUILT_LOCK:
+        _BUILT[key] = ((collector, target, tuple(queues), types), stmts)
+        while len(_BUILT) > _BUILT_MAX:
+            _BUILT.popitem(last=False)
+    return list(stmts)
+
+
+def session_setup(target: Target, kept_plans: bool = False) -> sqlfiles.Statement:
+    """Short timeouts and a non-blocking isolation level for every collector session (PostgreSQL:
+    generic plans on a connection that keeps its plans, see :func:`keep_plans`)."""
+    values = {"lock_timeout": f"{int(target.lock_timeout_ms)}ms",
+              "statement_timeout": f"{int(target.statement_timeout_ms)}ms"}
+    if target.dialect == "postgresql":
+        values["plan_cache_mode"] = "force_generic_plan" if kept_plans else "force_custom_plan"
     return sqlfiles.load(target.dialect, "session_collect").render(
         "main",
         {"lock_timeout_ms": str(int(target.lock_timeout_ms)),
          "statement_timeout_ms": str(int(target.statement_timeout_ms))},
-        {"lock_timeout": f"{int(target.lock_timeout_ms)}ms",
-         "statement_timeout": f"{int(target.statement_timeout_ms)}ms"},
+        values,
     )
+
+
+# A connection that keeps its plans (the collector service's, open for many cycles) makes them
+# again when a table's rows (live + dead, from the statistics counters) moved by this factor or
+# more since they were made, once the larger side has REPLAN_MIN_ROWS rows (below that, any plan
+# reads little).
+REPLAN_FACTOR = 2.0
+REPLAN_MIN_ROWS = 1_000
+
+
+def keep_plans(conn: engine.Connection) -> None:
+    """Set up a long-lived collector session (instead of :func:`session_setup`) whose statements
+    are kept prepared and run with generic plans.
+
+    Why: planning and parsing the batched statements was about half of a 100-queue cycle on
+    PostgreSQL (benchmarks/collect_cycle.py), the same work every cycle for the same text. Made
+    once on a long-lived connection, the plans are reused; :func:`check_plans` drops them when a
+    table's size moved enough to change the plan (a plan made on an empty table reads it whole
+    once it fills), and PostgreSQL itself re-plans after an ANALYZE or DDL on the table. SQL Server
+    caches parameterised plans by itself: nothing to do there. A connection opened for one cycle
+    (the console's own collection) keeps nothing: there is nothing to reuse.
+    """
+    conn.execute(session_setup(conn.target, kept_plans=True))  # the session setup, generic plans
+    if conn.dialect != "postgresql":
+        return
+    conn.raw.prepare_threshold = 0  # psycopg: prepare every statement on its first execution
+    conn.kept_plans = {}
+
+
+def plan_relations(queues: Sequence[Queue], dialect: str) -> list[str]:
+    """Every table the queues' statements read a lot of: the queue tables and their side tables."""
+    out = [qualified_name(q, dialect) for q in queues]
+    for q in queues:
+        if q.times_from is not None:
+            out.append(quote_table(q.times_from.schema_ or schema_of(q, dialect), q.times_from.table, dialect))
+    return list(dict.fromkeys(out))
+
+
+def replan_needed(made: dict[str, float], now: dict[str, float]) -> bool:
+    """Whether a table's rows moved enough since the plans were made (see :data:`REPLAN_FACTOR`)."""
+    if made.keys() != now.keys():
+        return True
+    for rel, then in made.items():
+        big, small = max(then, now[rel]), min(then, now[rel])
+        if big >= REPLAN_MIN_ROWS and big >= REPLAN_FACTOR * small:
+            return True
+    return False
+
+
+def check_plans(target: Target, queues: Sequence[Queue], conn: engine.Connection, result: CycleResult) -> None:
+    """Before a cycle on a connection that keeps its plans: drop them if a table's size moved."""
+    if conn.kept_plans is None or not queues:
+        return
+    stmt = sqlfiles.load(target.dialect, "plan_rows").render("main", {}, {"relations": plan_relations(queues, target.dialect)})
+    result.round_trips += 1
+    try:
+        now = {str(r["relation"]): float(r["tuples"]) for r in conn.execute(stmt)}
+    except engine.TargetError:
+        now = {}  # unknown: plan again from what the server knows now
+    if conn.kept_plans and not replan_needed(conn.kept_plans, now):
+        return
+    if conn.kept_plans:
+        try:  # psycopg forgets its prepared names on DEALLOCATE ALL
+            conn.raw.execute("DEALLOCATE ALL", prepare=False)
+        except Exception:  # noqa: BLE001 - a dead connection: the cycle's statements fail and say why
+            return
+    conn.kept_plans = now
 
 
 def _to_rows(raw: Iterable[dict[str, Any]], ts: datetime, target: str, database: str) -> list[SnapshotRow]:
@@ -235,6 +337,7 @@ def run_collectors(cfg: Config, target: Target, collectors: Sequence[Collector] 
         if queues and any(c.scope == "queue" for c in collectors):
             types = _catalog_types(target, queues, conn, result)
             result.rows.extend(mapping_errors(target, queues, types, ts, database))
+            check_plans(target, queues, conn, result)
         for c in collectors:
             result.round_trips += _run_one(c, target, queues, conn, ts, database, result, types)
     finally:
@@ -267,7 +370,7 @@ def _run_one(c: Collector, target: Target, queues: Sequence[Queue], conn: engine
     trips = 0
     try:
         raw: list[dict[str, Any]] = []
-        for stmt in build_statements(c, target, queues, types):
+        for stmt in cached_statements(c, target, queues, types):
             trips += 1
             raw += conn.execute(stmt)
         rows = _to_rows(raw, ts, target.name, database)

@@ -53,6 +53,9 @@ class Connection:
     target: Target
     dialect: str
     raw: Any
+    # The row counts of the tables at the time this connection's kept plans were made (PostgreSQL
+    # only; None: statements are not kept prepared). See collectors.runner.keep_plans.
+    kept_plans: dict[str, float] | None = None
 
     def execute(self, stmt: Statement) -> list[dict[str, Any]]:
         """Run one statement and return its rows (empty for statements without a result)."""

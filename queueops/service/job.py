@@ -129,7 +129,7 @@ class CollectJob:
     def _connect(self) -> engine.Connection:
         conn = engine.connect(self.target, "collect", self.cfg.base_dir, application="queueops-collect")
         try:
-            conn.execute(runner.session_setup(self.target))
+            runner.keep_plans(conn)  # open for many cycles: plan the same statements once
         except engine.TargetError:
             conn.close()
             raise
@@ -149,7 +149,7 @@ class CollectJob:
         if not result.status or any(s.ok or s.timeout for s in result.status):
             return False
         try:
-            self.conn.execute(runner.session_setup(self.target))
+            self.conn.execute(runner.session_setup(self.target, kept_plans=self.conn.kept_plans is not None))
         except engine.TargetError:
             return True
         return False
