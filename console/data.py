@@ -488,35 +488,20 @@ def _normalize(df: pd.DataFrame, columns: Sequence[str], ts_cols: Sequence[str] 
     return df
 
 
-def sparkline_series(frames: Sequence[pd.DataFrame], metric: str, since: datetime, bucket: str | None = None,
-                     ) -> dict[tuple[str, str], list[float]]:
-    """Per (target, queue): the metric's last values bucketed (max per bucket), oldest first.
-
-    The bucket is a minute for an hour of history; shorter history gets shorter buckets (down to
-    5 s) so that a console started two minutes ago still draws a line, not two dots.
-    """
-    parts = [f for f in frames if not f.empty]
-    if not parts:
-        return {}
-    df = pd.concat([f[["ts", "target", "queue", "metric", "value"]] for f in parts], ignore_index=True)
-    df = df[(df["metric"] == metric) & (df["ts"] >= pd.Timestamp(since)) & df["value"].notna()]
-    if df.empty:
-        return {}
-    if bucket is None:
-        span = (df["ts"].max() - df["ts"].min()).total_seconds()
-        bucket = f"{int(min(60, max(5, span / 60)))}s"
-    df = df.assign(bucket=df["ts"].dt.floor(bucket))
-    g = df.groupby(["target", "queue", "bucket"], sort=True)["value"].max()
-    return {key: [float(v) for v in series.to_numpy()] for key, series in g.groupby(level=[0, 1])}
+def bucket_seconds(span_s: float) -> int:
+    """A sparkline's bucket width: a minute for an hour of history; shorter history gets shorter
+    buckets (down to 5 s) so that a console started two minutes ago still draws a line, not two dots."""
+    return int(min(60, max(5, span_s / 60)))
 
 
 def sparklines(store: Store, live: Sequence[pd.DataFrame], metric: str, since: datetime,
                queues: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[float]]:
-    """:func:`sparkline_series` of the store's rows of ``queues`` and the ``live`` frames, the same
-    values, with the store doing the bucketing: it returns a point per queue and bucket (6,000
-    rows for 100 queues and an hour) instead of every sample (24,000 at 15 s), through the
-    per-queue index. The bucket width comes from the span of both sources, as there; the maximum
-    of a bucket is the larger of the store's and the live rows' maxima."""
+    """Per (target, queue): the metric's values since ``since`` in the store's rows of ``queues`` and
+    the ``live`` frames, max per bucket (:func:`bucket_seconds` of both sources' span), oldest first.
+
+    The store does the bucketing: it returns a point per queue and bucket (6,000 rows for 100
+    queues and an hour) instead of every sample (24,000 at 15 s), through the per-queue index;
+    the maximum of a bucket is the larger of the store's and the live rows' maxima."""
     parts = [f[["ts", "target", "queue", "metric", "value"]] for f in live if not f.empty]
     df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if not df.empty:
@@ -528,7 +513,7 @@ def sparklines(store: Store, live: Sequence[pd.DataFrame], metric: str, since: d
     if not ends:
         return {}
     span = (max(e[1] for e in ends) - min(e[0] for e in ends)).total_seconds()
-    bucket_s = int(min(60, max(5, span / 60)))
+    bucket_s = bucket_seconds(span)
     best: dict[tuple[str, str, int], float] = {}
     for t, q, b, v in store.bucket_max(metric, since, queues, bucket_s).itertuples(index=False):
         best[(t, q, int(b))] = float(v)

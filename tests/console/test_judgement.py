@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 
-from console.data import parse_note, sparkline_series
+from console.data import parse_note
 from console.findings import RootCause, recommend, root_causes
 from console.health import count_states, format_age, is_stale, judge, queue_health, worst_first
 from console.views.audit import filter_audit
@@ -132,15 +132,6 @@ def test_recommendations_follow_the_seeds() -> None:
     assert any(r.action == "archive" and "small batches" in r.advice for r in archive)
 
     assert recommend(_queue(), "postgresql", {"depth": 1, "oldest_age_s": 1, "stuck_leases": 0}) == []
-
-
-def test_sparkline_buckets_per_minute_with_the_max() -> None:
-    t0 = pd.Timestamp("2026-01-01T10:00:00Z")
-    df = pd.DataFrame({"ts": [t0, t0 + pd.Timedelta(seconds=20), t0 + pd.Timedelta(seconds=70)],
-                       "target": "t", "queue": "q", "metric": "depth", "value": [1.0, 5.0, 2.0]})
-    assert sparkline_series([df], "depth", t0.to_pydatetime(), bucket="1min") == {("t", "q"): [5.0, 2.0]}
-    # 70 s of history: 5 s buckets, every sample its own point
-    assert sparkline_series([df], "depth", t0.to_pydatetime()) == {("t", "q"): [1.0, 5.0, 2.0]}
 
 
 def test_audit_search_is_literal_and_filters_combine() -> None:

@@ -1,8 +1,8 @@
 """The Overview's sparklines, bucketed by the store, are the values the page drew before.
 
 The Overview used to read every sample of the last hour (``Store.history``) and bucket them in
-pandas (``sparkline_series``); it now asks the store for a point per queue and bucket
-(``sparklines``). On the same data, in both store dialects, the two must be equal: the bucket
+pandas (``sparkline_series`` below, kept as the reference); it now asks the store for a point per
+queue and bucket (``console.data.sparklines``). On the same data, in both store dialects, the two must be equal: the bucket
 width, every bucket's maximum, NULL values, other metrics and older rows left out, the console's
 own live samples merged in.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from console.data import Store, sparkline_series, sparklines
+from console.data import Store, bucket_seconds, sparklines
 from queueops import config as config_mod
 from queueops.store import open_engine
 from queueops.store.schema import snapshots
@@ -26,6 +26,32 @@ from tests.conftest import Lab
 
 NOW = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=7.25)
 QUEUES = [("a", "q1"), ("a", "q2"), ("b", "q1")]
+
+
+def sparkline_series(frames: list[pd.DataFrame], metric: str, since: datetime, bucket: str | None = None,
+                     ) -> dict[tuple[str, str], list[float]]:
+    """The reference: every raw sample read, bucketed in pandas (max per bucket), oldest first."""
+    parts = [f for f in frames if not f.empty]
+    if not parts:
+        return {}
+    df = pd.concat([f[["ts", "target", "queue", "metric", "value"]] for f in parts], ignore_index=True)
+    df = df[(df["metric"] == metric) & (df["ts"] >= pd.Timestamp(since)) & df["value"].notna()]
+    if df.empty:
+        return {}
+    if bucket is None:
+        bucket = f"{bucket_seconds((df['ts'].max() - df['ts'].min()).total_seconds())}s"
+    df = df.assign(bucket=df["ts"].dt.floor(bucket))
+    g = df.groupby(["target", "queue", "bucket"], sort=True)["value"].max()
+    return {key: [float(v) for v in series.to_numpy()] for key, series in g.groupby(level=[0, 1])}
+
+
+def test_the_reference_buckets_per_minute_with_the_max() -> None:
+    t0 = pd.Timestamp("2026-01-01T10:00:00Z")
+    df = pd.DataFrame({"ts": [t0, t0 + pd.Timedelta(seconds=20), t0 + pd.Timedelta(seconds=70)],
+                       "target": "t", "queue": "q", "metric": "depth", "value": [1.0, 5.0, 2.0]})
+    assert sparkline_series([df], "depth", t0.to_pydatetime(), bucket="1min") == {("t", "q"): [5.0, 2.0]}
+    # 70 s of history: 5 s buckets, every sample its own point
+    assert sparkline_series([df], "depth", t0.to_pydatetime()) == {("t", "q"): [1.0, 5.0, 2.0]}
 
 
 def _config(folder: Path, store_url: str) -> config_mod.Config:
