@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import psycopg
+import psycopg.sql
 import pytest
 
 from collectors import registry, runner
@@ -125,3 +126,28 @@ def test_a_one_cycle_connection_keeps_nothing(empty_due) -> None:  # noqa: ANN00
         assert conn.raw.execute("SHOW plan_cache_mode").fetchone()[0] == "force_custom_plan"
     finally:
         conn.close()
+
+
+def test_a_kept_session_reads_a_table_whose_name_looks_like_placeholders(lab) -> None:  # noqa: ANN001
+    # Kept plans send the server's own $n form: a '%s', '%%' or '$1' inside a quoted name stays a name.
+    name = "odd %s %% $1 q"
+    with lab.connect() as conn:
+        conn.execute(psycopg.sql.SQL("DROP TABLE IF EXISTS lab.{}").format(psycopg.sql.Identifier(name)))
+        conn.execute(psycopg.sql.SQL("CREATE TABLE lab.{} (id bigint PRIMARY KEY, enqueued_at timestamptz NOT NULL "
+                                     "DEFAULT now())").format(psycopg.sql.Identifier(name)))
+        conn.execute(psycopg.sql.SQL("INSERT INTO lab.{} (id) SELECT generate_series(1, 3)").format(
+            psycopg.sql.Identifier(name)))
+    cfg = config_mod.parse({
+        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
+        "queues": [{"name": "odd", "target": "lab", "kind": "delete", "schema": "lab", "table": name, "key": "id",
+                    "enqueued_at": "enqueued_at"}],
+    })
+    conn = kept_session(cfg)
+    try:
+        for _ in range(2):  # made, then reused
+            res = cycle(cfg, conn)
+            assert next(r.value for r in res.rows if r.queue == "odd" and r.metric == "depth") == 3
+    finally:
+        conn.close()
+        with lab.connect() as c:
+            c.execute(psycopg.sql.SQL("DROP TABLE lab.{}").format(psycopg.sql.Identifier(name)))
