@@ -33,6 +33,9 @@ from pipeline.thresholds import Thresholds  # noqa: E402
 
 HOUR = timedelta(hours=1)
 LAYOUT_VERSION = 1
+# A run that reads at most this many lake hours (the hourly run reads two) starts a light JVM
+# (pipeline.spark.SMALL_RUN_JVM_OPTIONS); a larger one needs the optimizing JIT compiler.
+SMALL_RUN_HOURS = 4
 
 
 class PipelineError(Exception):
@@ -92,11 +95,7 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
     by_hour: dict[datetime, Partition] = {p.hour: p for p in parts}
     st = state.load(fs_out, out)
     settings = settings_fingerprint(params, th)
-    reason = "requested" if full else ""
-    if not full and st.partitions and st.settings != settings:
-        full, reason = True, "rule parameters or thresholds changed since the last run"
-    if not full and not st.partitions and any(fs_out.exists(join(out, t)) for t in gold.TABLES):
-        full, reason = True, "gold tables without pipeline state"
+    full, reason = _mode(st, settings, full, fs_out, out)
     in_range = [p for p in parts if since is None or p.hour >= since]
 
     cleared: list[str] = []
@@ -107,12 +106,7 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
         else:
             cleared = _clear_from(fs_out, out, since)
             st.partitions = {k: v for k, v in st.partitions.items() if state.parse_hour_key(k) < since}
-        recompute = sorted(p.hour for p in in_range)
-        changes = state.Changes(recompute, [], [])
-    else:
-        changes = state.diff(st, in_range)
-        touched = set(changes.touched)
-        recompute = sorted(touched | {h + HOUR for h in touched if h + HOUR in by_hour})
+    changes, recompute = _changes(st, in_range, set(by_hour), full)
     removed = [] if full else [state.hour_key(h) for h in changes.removed if since is None or h >= since]
     for key in removed:  # gone from the lake (retention): gold keeps its history
         st.partitions.pop(key, None)
@@ -132,7 +126,7 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
         summary["up_to_date"] = True
         return summary
 
-    read = sorted(set(recompute) | {h - HOUR for h in recompute if h - HOUR in by_hour})
+    read = _read(recompute, set(by_hour))
     summary["read_hours"] = [state.hour_key(h) for h in read]
     files = [f for h in read for f in by_hour[h].files]
     if not full:
@@ -144,6 +138,8 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
     # each partition's cached batches in the heap first, which ran a 1 GB driver out of memory on
     # a 100M-row lake (docs/benchmarks.md); on disk, one batch at a time is in memory.
     from pyspark import StorageLevel
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
 
     rolled = ru.rollups_and_signals(ru.prepare(ru.read_lake(spark, files), recompute), params)
     rolled = rolled.persist(StorageLevel.DISK_ONLY)
@@ -153,19 +149,21 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
         gold.write_partitioned(rolled.select(*ru.ROLLUP_COLUMNS), rollup_base, ["window", "date", "hour"],
                                gold.ROLLUP_ORDER)
     with step("findings"):
-        # The profile is small (queues x hours): kept in one partition, so that the rules' union
-        # reads it instead of recomputing its aggregation once per rule.
-        prof = fnd.profile(rolled, fnd.signals(rolled, params), th).coalesce(1).cache()
+        # The profile is small (queues x hours): computed once into one partition (a local
+        # checkpoint), so that the rules' union reads it instead of recomputing its aggregation
+        # once per rule. Checkpointed rather than cached: its plan becomes a leaf, and building
+        # the rules' union over the whole rollups plan took about 3 s of planning per run.
+        prof = fnd.profile(rolled, fnd.signals(rolled, params), th).coalesce(1).localCheckpoint()
         found = fnd.evaluate(prof, params).cache()
         gold.write_partitioned(found, findings_base, ["date", "hour"], gold.FINDING_ORDER)
         rolled.unpersist()
+        # Sorted here, not by Spark: an orderBy is one more shuffle (and a sampling job) for a few rows.
         summary["findings"] = [
             {"rule": r["rule"], "severity": r["severity"], "target": r["target"], "queue": r["queue"],
              "hour": f"{r['date']}T{r['hour']}", "summary": r["summary"]}
-            for r in found.select("rule", "severity", "target", "queue", "date", "hour", "summary")
-            .orderBy("date", "hour", "rule", "target", "queue").collect()]
+            for r in sorted(found.select("rule", "severity", "target", "queue", "date", "hour", "summary").collect(),
+                            key=lambda r: (r["date"], r["hour"], r["rule"], r["target"], r["queue"]))]
         found.unpersist()
-        prof.unpersist()
 
     days = sorted({h.strftime("%Y-%m-%d") for h in recompute})
     with step("daily rollups"):
@@ -180,10 +178,11 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
         want = int(params.forecast_hours) + (params.forecast_hours % 1 > 0)
         r5w = gold.read_partitions(spark, rollup_base, [gold.rollup_hour_path(out, "5m", as_of - HOUR * (i + 1))
                                                         for i in range(want)], fs_out, ru.ROLLUP_SCHEMA)
-        fcs = fc.forecasts(r5w, th, params, as_of).cache()
+        # The count of 'ok' forecasts is observed while the table is written: no second action.
+        ok = Observation("forecasts")
+        fcs = fc.forecasts(r5w, th, params, as_of).observe(ok, F.expr("count_if(status = 'ok') AS ok"))
         gold.write_snapshot(fcs, join(out, gold.FORECASTS), ["target", "queue", "metric"])
-        summary["forecasts"] = fcs.where("status = 'ok'").count()
-        fcs.unpersist()
+        summary["forecasts"] = int(ok.get["ok"])
     with step("fleet"):
         want = int(params.fleet_hours) + (params.fleet_hours % 1 > 0)
         back = [as_of - HOUR * (i + 1) for i in range(want)]
@@ -205,6 +204,51 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
     state.save(fs_out, out, st)
     summary["wall_s"] = round(time.monotonic() - started, 3)
     return summary
+
+
+def _mode(st: state.State, settings: str, full: bool, fs_out: Any, out: str) -> tuple[bool, str]:
+    """Full or incremental, and why full when not asked for."""
+    if full:
+        return True, "requested"
+    if st.partitions and st.settings != settings:
+        return True, "rule parameters or thresholds changed since the last run"
+    if not st.partitions and any(fs_out.exists(join(out, t)) for t in gold.TABLES):
+        return True, "gold tables without pipeline state"
+    return False, ""
+
+
+def hours_to_read(lake: str, out: str, *, since: datetime | None = None, full: bool = False,
+                  params: Params | None = None, thresholds: Thresholds | None = None) -> int | None:
+    """How many lake hours :func:`run` will read, known before Spark starts (so that a small run
+    gets a light JVM, :func:`pipeline.spark.session_conf`); None for a lake or gold folder that is
+    not local (listing it needs Spark's Hadoop file system)."""
+    lake, out = absolute(lake), absolute(out)
+    if not (is_local(lake) and is_local(out)):
+        return None
+    fs_lake, fs_out = storage_for(lake), storage_for(out)
+    parts = fs_lake.list_partitions(join(lake, "snapshots"))
+    st = state.load(fs_out, out)
+    full, _reason = _mode(st, settings_fingerprint(params or Params(), thresholds or Thresholds()), full, fs_out, out)
+    in_range = [p for p in parts if since is None or p.hour >= since]
+    hours = {p.hour for p in parts}
+    return len(_read(_changes(st, in_range, hours, full)[1], hours))
+
+
+def _changes(st: state.State, in_range: list[Partition], hours: set[datetime],
+             full: bool) -> tuple[state.Changes, list[datetime]]:
+    """The lake's changes since the last run, and the hours to recompute: each new or changed hour
+    and the hour after it (or every hour in range when full)."""
+    if full:
+        recompute = sorted(p.hour for p in in_range)
+        return state.Changes(recompute, [], []), recompute
+    changes = state.diff(st, in_range)
+    touched = set(changes.touched)
+    return changes, sorted(touched | {h + HOUR for h in touched if h + HOUR in hours})
+
+
+def _read(recompute: list[datetime], hours: set[datetime]) -> list[datetime]:
+    """The lake hours to read: the recomputed ones and the hour before each (margin)."""
+    return sorted(set(recompute) | {h - HOUR for h in recompute if h - HOUR in hours})
 
 
 def _no_step(_name: str) -> Any:
@@ -290,7 +334,10 @@ def execute(args: argparse.Namespace) -> int:
         print(f"queueops pipeline: lake {r['lake']} does not exist (export one with 'queueops lake export')",
               file=sys.stderr)
         return 2
-    spark = get_session(r["master"], driver_memory=r["driver_memory"], shuffle_partitions=r["shuffle_partitions"])
+    n = hours_to_read(r["lake"], r["out"], since=r["since"], full=args.full, params=r["params"],
+                      thresholds=r["thresholds"])
+    spark = get_session(r["master"], driver_memory=r["driver_memory"], shuffle_partitions=r["shuffle_partitions"],
+                        small=n is not None and n <= SMALL_RUN_HOURS)
     progress = Progress(spark, enabled=not args.quiet).start()
     try:
         summary = run(spark, r["lake"], r["out"], since=r["since"], full=args.full, params=r["params"],

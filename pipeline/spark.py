@@ -13,6 +13,11 @@ Everything that makes Spark behave on a laptop, a CI box or a cluster is decided
   naive nanoseconds), few shuffle partitions, dynamic partition overwrite (an incremental run
   replaces only the partitions it recomputed);
 * **bounded driver memory** (1 GB by default): the pipeline streams the lake through it;
+* **a light JVM for small runs** (``small=True``: the hourly incremental run reads two lake
+  hours): the client compiler only and the serial collector, and no adaptive query execution.
+  Most of such a run's CPU was the JIT's optimizing compiler and the parallel collector warming
+  up for work that never comes, and AQE's one job per shuffle stage (docs/benchmarks.md); a large
+  run keeps the default JVM, whose optimized code it needs, and AQE;
 * **no ``--packages`` and no Maven**: only the jars inside the pyspark wheel are ever used.
 """
 
@@ -31,6 +36,9 @@ LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "1g"
 DEFAULT_SHUFFLE_PARTITIONS = 4
+# JVM options of a small run's driver (local launch only): C1 only (no C2 compilations, which cost
+# more CPU than they save in a run of seconds) and the serial collector (no GC worker threads).
+SMALL_RUN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def under_spark_submit() -> bool:
@@ -39,12 +47,14 @@ def under_spark_submit() -> bool:
 
 
 def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str = DEFAULT_DRIVER_MEMORY,
-                 shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+                 shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS, small: bool = False,
                  extra: dict[str, str] | None = None) -> dict[str, str]:
     """The Spark settings of the pipeline (a plain dict, so it can be tested and documented).
 
     ``launch``: this process starts the driver JVM (not ``spark-submit``), so driver memory and
-    the log4j file apply; ``local``: local mode, so Spark binds to loopback only.
+    the log4j file apply; ``local``: local mode, so Spark binds to loopback only; ``small``: the
+    run reads a few lake hours, so a launched local JVM gets :data:`SMALL_RUN_JVM_OPTIONS` and
+    adaptive execution is off.
     """
     conf = {
         "spark.ui.enabled": "false",
@@ -61,24 +71,30 @@ def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str 
     if launch:
         conf.update({
             "spark.driver.memory": driver_memory,
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}"
+                                             + (f" {SMALL_RUN_JVM_OPTIONS}" if small and local else ""),
         })
     if local:
         conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                      # The driver lists the gold partitions it reads itself: above 32 paths Spark
                      # would start a listing job (one task per folder), seconds for a day of hours.
                      "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000"})
+    if small:
+        # Adaptive execution re-plans after every shuffle, one Spark job per stage: for a few hours
+        # of rows there is nothing to coalesce or split, only that fixed cost (35 jobs instead of 7).
+        conf["spark.sql.adaptive.enabled"] = "false"
     conf.update(extra or {})
     return conf
 
 
 def get_session(master: str | None = None, *, app_name: str = "queueops-pipeline",
                 driver_memory: str = DEFAULT_DRIVER_MEMORY,
-                shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+                shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS, small: bool = False,
                 extra: dict[str, str] | None = None) -> SparkSession:
     """Create (or return the active) SparkSession configured for the pipeline.
 
-    ``master=None`` means: whatever ``spark-submit`` was given, else ``local[*]``.
+    ``master=None`` means: whatever ``spark-submit`` was given, else ``local[*]``. ``small``: see
+    :func:`session_conf` (only applies when this call starts the JVM).
     """
     from pyspark.sql import SparkSession
 
@@ -94,7 +110,7 @@ def get_session(master: str | None = None, *, app_name: str = "queueops-pipeline
     # options: only session-level settings are added then.
     local = not submitted and master is not None and master.startswith("local")
     conf = session_conf(local=local, launch=not submitted, driver_memory=driver_memory,
-                        shuffle_partitions=shuffle_partitions, extra=extra)
+                        shuffle_partitions=shuffle_partitions, small=small, extra=extra)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)

@@ -106,3 +106,28 @@ def test_spark_settings() -> None:
     assert "spark.driver.host" not in cluster and cluster["spark.driver.memory"] == "1g"
     submitted = session_conf(local=False, launch=False)  # spark-submit owns the JVM's settings
     assert "spark.driver.memory" not in submitted and "spark.driver.extraJavaOptions" not in submitted
+
+
+def test_hours_to_read_is_known_before_spark_starts(tmp_path: Path) -> None:
+    """The hourly run (one new hour after three processed) reads two lake hours, so it gets the light
+    JVM of a small run; a full run reads them all; a remote lake is not listed without Spark."""
+    from pipeline.run import SMALL_RUN_HOURS, hours_to_read, settings_fingerprint
+    from pipeline.spark import SMALL_RUN_JVM_OPTIONS, session_conf
+    from pipeline.thresholds import Thresholds
+
+    lake, out = tmp_path / "lake", tmp_path / "gold"
+    for i in range(4):
+        write_hour(lake, T0 + i * H, series(T0 + i * H, 60, [1.0, 2.0], "q", "depth"))
+    assert hours_to_read(str(lake), str(out)) == 4  # nothing processed yet
+    parts = LocalStorage().list_partitions(str(lake / "snapshots"))
+    st = state.State(settings=settings_fingerprint(Params(), Thresholds()))
+    state.record(st, parts[:3], {p.hour for p in parts[:3]})
+    state.save(LocalStorage(), str(out), st)
+    assert hours_to_read(str(lake), str(out)) == 2 <= SMALL_RUN_HOURS  # the new hour and its margin
+    assert hours_to_read(str(lake), str(out), full=True) == 4
+    assert hours_to_read("hdfs://nn/lake", str(out)) is None
+    small = session_conf(small=True)
+    assert SMALL_RUN_JVM_OPTIONS in small["spark.driver.extraJavaOptions"]
+    assert small["spark.sql.adaptive.enabled"] == "false"
+    assert SMALL_RUN_JVM_OPTIONS not in session_conf(local=False, small=True)["spark.driver.extraJavaOptions"]
+    assert session_conf()["spark.sql.adaptive.enabled"] == "true"
