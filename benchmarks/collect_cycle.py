@@ -11,9 +11,9 @@ Also runs the same on the first N/10 queues in the same run, to show that the ba
 trips per cycle do not grow with the number of queues. Prints one JSON object.
 
 "floor" (issue 17) is the least any collector giving the same exact values must read, measured in
-the same run, interleaved: one statement with, per queue, only the bounded index reads behind
-its exact values (each count of at most the cap of entries per status / lease / due class, the
-stuck-lease read of at most the cap, the oldest item, the watermark), with no catalog or
+the same run, interleaved: one statement with, per queue, only the bounded reads behind its exact
+values (each count of at most the cap of entries per status / lease / due class, the stuck-lease
+read of at most the cap, the oldest item, the watermark's stranded count), with no catalog or
 statistics lookup, no estimate, no note; counts of all rows only where the runner still makes
 them (the live-row counter below its skip threshold). ``batched_over_floor`` is the ratio.
 
@@ -82,11 +82,11 @@ DDL = {
 }
 
 
-# The floor's reads per kind ({t}: the generated table; {cap}, {timeout}: integers). Each line is
-# one bounded read the product's exact values need; "total" only below the skip threshold.
+# The floor's reads per kind ({t}: the generated table; {cap}, {timeout}: integers): one bounded
+# read for each exact value the fast collectors report, in the cheapest order an index of the
+# table offers; "count" lines only below the skip threshold, as the runner counts all rows.
 FLOOR = {
-    "delete": ["(SELECT count(*) FROM (SELECT 1 FROM {t} ORDER BY id LIMIT {cap}) AS x)",
-               "(SELECT extract(epoch FROM min(enqueued_at)) FROM (SELECT enqueued_at FROM {t} ORDER BY id LIMIT 1) AS x)",
+    "delete": ["(SELECT extract(epoch FROM min(enqueued_at)) FROM (SELECT enqueued_at FROM {t} ORDER BY id LIMIT 1) AS x)",
                "(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE id < (SELECT low_key FROM {t}_wm WHERE id = 1) "
                "ORDER BY id LIMIT {cap}) AS x)"],
     "status": ["(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE status = 0 ORDER BY status, id LIMIT {cap}) AS x)",
@@ -103,21 +103,19 @@ FLOOR = {
               "(SELECT extract(epoch FROM min(c)) FROM (SELECT created_at AS c FROM {t} WHERE leased_at IS NULL "
               "ORDER BY created_at, id LIMIT 1) AS x)"],
     "due": ["(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE due_at <= now() ORDER BY due_at, id LIMIT {cap}) AS x)",
-            "(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE due_at > now() ORDER BY due_at, id LIMIT {cap}) AS x)",
             "(SELECT extract(epoch FROM min(d)) FROM (SELECT due_at AS d FROM {t} WHERE due_at <= now() "
             "ORDER BY due_at, id LIMIT 1) AS x)"],
 }
-FLOOR_TOTAL = "(SELECT count(*) FROM (SELECT 1 FROM {t} ORDER BY id LIMIT {cap}) AS x)"
+FLOOR_COUNT = "(SELECT count(*) FROM (SELECT 1 FROM {t} ORDER BY id LIMIT {cap}) AS x)"
 
 
 def floor_statement(queues: int, rows: int) -> sqlfiles.Statement:
     """The floor's one statement for the first ``queues`` tables of ``rows`` rows each."""
     parts = []
     for i in range(queues):
-        kind = KINDS[i % len(KINDS)]
-        reads = list(FLOOR[kind])
-        if kind != "delete" and rows < runner.COUNT_SKIP_ABOVE:
-            reads.append(FLOOR_TOTAL)
+        reads = list(FLOOR[KINDS[i % len(KINDS)]])
+        if rows < runner.COUNT_SKIP_ABOVE:  # a delete queue's depth, every other kind's total
+            reads.append(FLOOR_COUNT)
         parts += [r.format(t=f"bench.q_{i:05d}", cap=runner.COUNT_CAP, timeout=300) for r in reads]
     return sqlfiles.Statement("SELECT " + " + ".join(f"coalesce({p}, 0)" for p in parts) + " AS floor")
 

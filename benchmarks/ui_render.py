@@ -150,29 +150,39 @@ def refreshed(page: Any, timeout: float) -> float:
 POLL_S = 0.02
 
 
+def visits(browser: Any, url: str, reloads: int) -> tuple[float, float, list[float], Any]:
+    """Milliseconds of a first visit in a fresh browser context (a fresh process's cold render),
+    of a new session in a new context (empty HTTP cache) of the now warm process, and of
+    ``reloads`` reloads of that session; and its page, left open."""
+    from tests.console.browser import new_page
+
+    page = new_page(browser)
+    t0 = time.monotonic()
+    page.goto(url)
+    cold = (rendered(page) - t0) * 1000
+    page.context.close()
+    page = new_page(browser)
+    t0 = time.monotonic()
+    page.goto(url)
+    first = (rendered(page) - t0) * 1000
+    times = []
+    for _ in range(reloads):
+        t0 = time.monotonic()
+        page.reload()
+        times.append((rendered(page) - t0) * 1000)
+    return cold, first, times, page
+
+
 def measure(config_path: Path, reloads: int, refreshes: int, refresh_s: float, log: Path) -> dict[str, Any]:
     """Cold render (a fresh console process), then in a second session of the now warm process: the
     first render, ``reloads`` reloads and ``refreshes`` in-place refreshes."""
-    from tests.console.browser import chromium, new_page
+    from tests.console.browser import chromium
     from tests.console.conftest import start_console
 
     server = start_console(config_path, log)
     try:
         with chromium() as browser:
-            page = new_page(browser)
-            t0 = time.monotonic()
-            page.goto(server.url)
-            cold = (rendered(page) - t0) * 1000
-            page.context.close()
-            page = new_page(browser)  # a new session (and browser cache) of the warm console
-            t0 = time.monotonic()
-            page.goto(server.url)
-            first = (rendered(page) - t0) * 1000
-            times = []
-            for _ in range(reloads):
-                t0 = time.monotonic()
-                page.reload()
-                times.append((rendered(page) - t0) * 1000)
+            cold, first, times, page = visits(browser, server.url, reloads)
             refresh = [refreshed(page, refresh_s * 2 + 30) for _ in range(refreshes)]
     finally:
         stop(server.proc)
@@ -207,7 +217,7 @@ st.caption("Sampled just now")
 def floor(queues: int, reloads: int, folder: Path) -> dict[str, Any]:
     """First render (new browser context) and reloads of the floor page, served like the console
     (the project's Streamlit options, headless, no file watcher)."""
-    from tests.console.browser import chromium, new_page
+    from tests.console.browser import chromium
 
     app = folder / "floor_app.py"
     app.write_text(FLOOR_APP.format(queues=queues))
@@ -222,19 +232,7 @@ def floor(queues: int, reloads: int, folder: Path) -> dict[str, Any]:
     try:
         wait_http(server.url + "/_stcore/health", proc=proc)
         with chromium() as browser:
-            page = new_page(browser)  # warm the process (its first script run imports pandas)
-            page.goto(server.url)
-            rendered(page)
-            page.context.close()
-            page = new_page(browser)
-            t0 = time.monotonic()
-            page.goto(server.url)
-            first = (rendered(page) - t0) * 1000
-            times = []
-            for _ in range(reloads):
-                t0 = time.monotonic()
-                page.reload()
-                times.append((rendered(page) - t0) * 1000)
+            _warm, first, times, _page = visits(browser, server.url, reloads)  # the first warms the process
     finally:
         stop(proc)
     return {"floor_first_render_ms": round(first), "floor_reload_ms": round(statistics.median(times))}
