@@ -151,7 +151,10 @@ CROSS JOIN LATERAL (SELECT c.due_share AS share) AS f
 CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
                                 ELSE greatest(n.total, c.reltuples) END AS total) AS e
 CROSS JOIN LATERAL (VALUES
+    -- Never analyzed (no histogram, reltuples -1): the count itself, 'at least'; the total would
+    -- put every row of the table in that lower bound, due or not.
     ('depth', CASE WHEN n.ready < :cap THEN n.ready
+                   WHEN f.share IS NULL AND c.reltuples < 0 THEN n.ready
                    ELSE greatest(n.ready, e.total * coalesce(f.share, 1)) END::float8,
      CASE WHEN n.ready < :cap THEN 'exact' WHEN f.share IS NOT NULL THEN 'estimate (pg_stats histogram)'
           WHEN c.reltuples >= 0 THEN 'estimate (upper bound: pg_class.reltuples)'

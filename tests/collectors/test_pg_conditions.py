@@ -112,6 +112,32 @@ def test_a_queue_with_open_when_null_counts_its_open_rows_whatever_the_live_row_
             conn.execute("DROP TABLE lab.kept_jobs")
 
 
+def test_a_due_queue_never_analyzed_says_at_least_its_count_not_its_whole_table(lab) -> None:  # noqa: ANN001
+    # No histogram and no reltuples: the lower bound is the count that reached the cap. The live-row
+    # counter (all rows, due or not) is no lower bound of the due items.
+    n = COUNT_SKIP_ABOVE * 2
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS lab.fresh_due")
+        conn.execute("CREATE TABLE lab.fresh_due (id bigint PRIMARY KEY, due_at timestamptz NOT NULL, "
+                     "enqueued_at timestamptz NOT NULL DEFAULT now()) WITH (autovacuum_enabled = off)")
+        conn.execute("CREATE INDEX ON lab.fresh_due (due_at, id)")
+        conn.execute("INSERT INTO lab.fresh_due (id, due_at) SELECT g, now() + make_interval(secs => g - %s) "
+                     "FROM generate_series(1, %s) AS g", (n // 2, n))
+        conn.execute("SELECT pg_stat_force_next_flush()")
+    cfg = config_mod.parse({
+        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
+        "queues": [{"name": "fresh", "target": "lab", "kind": "due", "schema": "lab", "table": "fresh_due",
+                    "key": "id", "enqueued_at": "enqueued_at", "due_column": "due_at"}],
+    })
+    try:
+        c = collect(cfg, "depth")
+        depth = c.row("fresh", "depth")
+        assert (depth.value, depth.note) == (COUNT_CAP, "at least (cap reached; no statistics)")
+    finally:
+        with lab.connect() as conn:
+            conn.execute("DROP TABLE lab.fresh_due")
+
+
 def test_stuck_leases_after_the_lease_timeout_and_back(cfg, clean_lab) -> None:  # noqa: ANN001
     with clean_lab.connect() as conn:
         conn.execute("INSERT INTO lab.q_lease (processing_started_at) SELECT now() - interval '1 minute' "
