@@ -151,3 +151,35 @@ def test_a_kept_session_reads_a_table_whose_name_looks_like_placeholders(lab) ->
         conn.close()
         with lab.connect() as c:
             c.execute(psycopg.sql.SQL("DROP TABLE lab.{}").format(psycopg.sql.Identifier(name)))
+
+
+def test_a_partitioned_table_counts_its_partitions_rows(lab) -> None:  # noqa: ANN001
+    # pg-boss keeps its jobs in a table partitioned by queue name: the parent has no rows of its own.
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS lab.parted_due")
+        conn.execute("CREATE TABLE lab.parted_due (id bigint NOT NULL, name text NOT NULL, due_at timestamptz NOT NULL, "
+                     "enqueued_at timestamptz NOT NULL DEFAULT now()) PARTITION BY LIST (name)")
+        conn.execute("CREATE TABLE lab.parted_due_a PARTITION OF lab.parted_due FOR VALUES IN ('a')")
+        conn.execute("CREATE TABLE lab.parted_due_b PARTITION OF lab.parted_due FOR VALUES IN ('b')")
+        conn.execute("CREATE INDEX ON lab.parted_due (due_at, id)")
+    cfg = config_mod.parse({
+        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
+        "queues": [{"name": "parted", "target": "lab", "kind": "due", "schema": "lab", "table": "parted_due",
+                    "key": "id", "enqueued_at": "enqueued_at", "due_column": "due_at"}],
+    })
+    conn = kept_session(cfg)
+    try:
+        cycle(cfg, conn)
+        assert conn.kept_plans == {'"lab"."parted_due"': 0.0}
+        with lab.connect() as c:
+            c.execute("INSERT INTO lab.parted_due (id, name, due_at) SELECT g, CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, "
+                      "now() FROM generate_series(1, 3000) AS g")
+            c.execute("SELECT pg_stat_force_next_flush()")
+            c.execute("SELECT 1")
+        cycle(cfg, conn)
+        assert conn.kept_plans == {'"lab"."parted_due"': 3000.0}  # both partitions: the plans were made again
+    finally:
+        conn.close()
+        with lab.connect() as c:
+            c.execute("DROP TABLE lab.parted_due")
+
