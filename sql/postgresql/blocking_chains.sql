@@ -2,7 +2,7 @@
 -- for sessions that wait on a lock right now (it takes the lock manager's partition locks, so
 -- never for every backend).
 --   blocked_sessions     sessions of this database waiting behind another session
---   blocking_max_wait_s  the longest of those waits (pg_locks.waitstart)
+--   blocking_max_wait_s  the longest of those waits (pg_locks.waitstart to the clock after reading it)
 --   head_blockers        sessions that block others and wait for nobody themselves (often an
 --                        idle-in-transaction session); note: JSON list of up to 5, most blocked
 --                        first, with pid, usename, application_name, state, transaction age, what
@@ -28,8 +28,8 @@ WITH RECURSIVE waiters AS (
     SELECT json_agg(json_build_object(
                'pid', p.head, 'usename', a.usename, 'application_name', a.application_name,
                'client_addr', a.client_addr::text, 'state', a.state,
-               'xact_age_s', round(extract(epoch FROM now() - a.xact_start)::numeric, 1),
-               'state_age_s', round(extract(epoch FROM now() - a.state_change)::numeric, 1),
+               'xact_age_s', round(extract(epoch FROM clock_timestamp() - a.xact_start)::numeric, 1),
+               'state_age_s', round(extract(epoch FROM clock_timestamp() - a.state_change)::numeric, 1),
                'wait_event', a.wait_event_type || ':' || a.wait_event, 'query', left(a.query, 300),
                'blocked', p.blocked, 'depth', p.depth) ORDER BY p.blocked DESC, p.head) AS heads,
            count(*) AS n
@@ -37,7 +37,7 @@ WITH RECURSIVE waiters AS (
     LEFT JOIN pg_stat_activity AS a ON a.pid = p.head
 ), totals AS (
     SELECT count(*) FILTER (WHERE cardinality(w.blockers) > 0) AS blocked,
-           coalesce(max(extract(epoch FROM now() - w.waitstart)) FILTER (WHERE cardinality(w.blockers) > 0), 0) AS max_wait_s
+           coalesce(max(extract(epoch FROM clock_timestamp() - w.waitstart)) FILTER (WHERE cardinality(w.blockers) > 0), 0) AS max_wait_s
     FROM waiters AS w
 )
 SELECT '' AS queue, v.metric, v.value, v.note

@@ -2,7 +2,9 @@
 -- A session counts when it waits for a lock (pg_locks.granted = false, any lock type) and holds
 -- or requests a lock on the table: a dequeuer blocked by LOCK TABLE waits on the relation
 -- itself; one blocked by a row lock waits on the holder's transaction id while holding its own
--- lock on the table. The wait is measured from pg_locks.waitstart (PostgreSQL 14+).
+-- lock on the table. The wait is measured from pg_locks.waitstart (PostgreSQL 14+) to the clock
+-- after pg_locks was read (clock_timestamp(), not now(): a wait that began after this statement
+-- started would read negative).
 -- lock_blockers: sessions holding a table lock that blocks every insert, update and delete
 -- (SHARE and stronger: LOCK TABLE, VACUUM FULL, an offline REINDEX, CREATE INDEX). Dequeuers with a
 -- short lock_timeout wait briefly and retry, so a sample can fall between their waits and see no
@@ -22,7 +24,7 @@ WITH q AS (
 ), waiting AS (
     SELECT w.pid, min(w.waitstart) AS waitstart FROM l AS w WHERE NOT w.granted GROUP BY w.pid
 ), per_queue AS (
-    SELECT q.queue, count(DISTINCT w.pid) AS n, max(extract(epoch FROM now() - w.waitstart)) AS longest_s,
+    SELECT q.queue, count(DISTINCT w.pid) AS n, max(extract(epoch FROM clock_timestamp() - w.waitstart)) AS longest_s,
            array_agg(DISTINCT w.pid ORDER BY w.pid) FILTER (WHERE w.pid IS NOT NULL) AS pids
     FROM q
     LEFT JOIN waiting AS w ON EXISTS (SELECT 1 FROM l WHERE l.pid = w.pid AND l.relation = q.relid)
