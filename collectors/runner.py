@@ -252,10 +252,7 @@ def keep_plans(conn: engine.Connection) -> None:
     (the console's own collection) keeps nothing: there is nothing to reuse.
     """
     conn.execute(session_setup(conn.target, kept_plans=True))  # the session setup, generic plans
-    if conn.dialect != "postgresql":
-        return
-    conn.raw.prepare_threshold = 0  # psycopg: prepare every statement on its first execution
-    conn.kept_plans = {}
+    conn.keep_prepared()
 
 
 def plan_relations(queues: Sequence[Queue], dialect: str) -> list[str]:
@@ -291,9 +288,9 @@ def check_plans(target: Target, queues: Sequence[Queue], conn: engine.Connection
     if conn.kept_plans and not replan_needed(conn.kept_plans, now):
         return
     if conn.kept_plans:
-        try:  # psycopg forgets its prepared names on DEALLOCATE ALL
-            conn.raw.execute("DEALLOCATE ALL", prepare=False)
-        except Exception:  # noqa: BLE001 - a dead connection: the cycle's statements fail and say why
+        try:
+            conn.forget_prepared()
+        except engine.TargetError:  # a dead connection: the cycle's statements fail and say why
             return
     conn.kept_plans = now
 
@@ -400,8 +397,7 @@ def first_line(error: str) -> str:
 
 def _connection_alive(conn: engine.Connection) -> bool:
     """False when the driver says the connection is gone (psycopg); re-running per queue would be futile."""
-    raw = conn.raw
-    return not (getattr(raw, "closed", False) or getattr(raw, "broken", False))
+    return not conn.driver_says_broken()
 
 
 def _isolate(c: Collector, target: Target, queues: Sequence[Queue], conn: engine.Connection, ts: datetime,

@@ -95,6 +95,28 @@ class Connection:
         except Exception as exc:
             raise _wrap(self.target.name, self.dialect, exc) from None
 
+    def driver_says_broken(self) -> bool:
+        """Whether the driver knows the connection is gone (psycopg's ``closed`` / ``broken``).
+        pyodbc keeps no such flag: False there means only "not known to be gone"."""
+        return bool(getattr(self.raw, "closed", False) or getattr(self.raw, "broken", False))
+
+    def keep_prepared(self) -> None:
+        """Prepare every statement on its first execution and keep it (PostgreSQL; a no-op
+        elsewhere: SQL Server caches parameterised plans by itself). The caller decides when the
+        plans are stale (collectors.runner.check_plans) and calls :meth:`forget_prepared`."""
+        if self.dialect != "postgresql":
+            return
+        self.raw.prepare_threshold = 0  # psycopg: prepare on the first execution, not the fifth
+        self.kept_plans = {}
+
+    def forget_prepared(self) -> None:
+        """Drop this session's prepared statements; the next execution of each prepares it again.
+        ``DEALLOCATE ALL`` through psycopg itself, which then forgets its own prepared names."""
+        try:
+            self.raw.execute("DEALLOCATE ALL", prepare=False)
+        except Exception as exc:
+            raise _wrap(self.target.name, self.dialect, exc) from None
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.raw.close()

@@ -143,8 +143,7 @@ class CollectJob:
         failed outright -- re-running the session setup on it fails too (pyodbc has no flag)."""
         if self.conn is None:
             return True
-        raw = self.conn.raw
-        if getattr(raw, "closed", False) or getattr(raw, "broken", False):
+        if self.conn.driver_says_broken():
             return True
         if not result.status or any(s.ok or s.timeout for s in result.status):
             return False
