@@ -322,8 +322,9 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the job for parsed arguments; print the summary; 0 ok, 2 bad input."""
+    from pipeline import classcache
     from pipeline.progress import Progress
-    from pipeline.spark import get_session
+    from pipeline.spark import SMALL_RUN_JVM_OPTIONS, get_session, launches_local_jvm
 
     try:
         r = resolve(args)
@@ -336,22 +337,30 @@ def execute(args: argparse.Namespace) -> int:
         return 2
     n = hours_to_read(r["lake"], r["out"], since=r["since"], full=args.full, params=r["params"],
                       thresholds=r["thresholds"])
+    small = n is not None and n <= SMALL_RUN_HOURS
+    # The hourly run's JVM maps (or, the first time, writes) a class-data-sharing archive.
+    archive = (classcache.plan(SMALL_RUN_JVM_OPTIONS) if small and launches_local_jvm(r["master"])
+               else classcache.Plan(""))
     spark = get_session(r["master"], driver_memory=r["driver_memory"], shuffle_partitions=r["shuffle_partitions"],
-                        small=n is not None and n <= SMALL_RUN_HOURS)
+                        small=small, jvm_options=archive.options)
     progress = Progress(spark, enabled=not args.quiet).start()
     try:
-        summary = run(spark, r["lake"], r["out"], since=r["since"], full=args.full, params=r["params"],
-                      thresholds=r["thresholds"], progress=progress)
+        try:
+            summary = run(spark, r["lake"], r["out"], since=r["since"], full=args.full, params=r["params"],
+                          thresholds=r["thresholds"], progress=progress)
+        finally:
+            progress.stop()
+        if args.json:
+            print(json.dumps(summary, default=str, separators=(",", ":")))
+        else:
+            print(render(summary))
+        sys.stdout.flush()  # the summary is out before the JVM writes its archive (first run only)
+        return 0
     except PipelineError as exc:
         print(f"queueops pipeline: {exc}", file=sys.stderr)
         return 2
     finally:
-        progress.stop()
-    if args.json:
-        print(json.dumps(summary, default=str, separators=(",", ":")))
-    else:
-        print(render(summary))
-    return 0
+        classcache.publish(spark, archive)
 
 
 def render(s: dict[str, Any]) -> str:

@@ -14,10 +14,13 @@ Everything that makes Spark behave on a laptop, a CI box or a cluster is decided
   replaces only the partitions it recomputed);
 * **bounded driver memory** (1 GB by default): the pipeline streams the lake through it;
 * **a light JVM for small runs** (``small=True``: the hourly incremental run reads two lake
-  hours): the client compiler only and the serial collector, and no adaptive query execution.
-  Most of such a run's CPU was the JIT's optimizing compiler and the parallel collector warming
-  up for work that never comes, and AQE's one job per shuffle stage (docs/benchmarks.md); a large
-  run keeps the default JVM, whose optimized code it needs, and AQE;
+  hours): the client compiler only and the serial collector, no adaptive query execution, and
+  lake files split into pieces of :data:`SMALL_RUN_SPLIT_BYTES` (the exporter writes 50,000-row
+  row groups) so that one hour's rows are aggregated on every core, not in one task. Most of such
+  a run's CPU was the JIT's optimizing compiler and the parallel collector warming up for work
+  that never comes, and AQE's one job per shuffle stage (docs/benchmarks.md); a large run keeps
+  the default JVM, whose optimized code it needs, and AQE. The CLI also maps a class-data-sharing
+  archive into a small run's JVM (``jvm_options``, see :mod:`pipeline.classcache`);
 * **no ``--packages`` and no Maven**: only the jars inside the pyspark wheel are ever used.
 """
 
@@ -39,6 +42,8 @@ DEFAULT_SHUFFLE_PARTITIONS = 4
 # JVM options of a small run's driver (local launch only): C1 only (no C2 compilations, which cost
 # more CPU than they save in a run of seconds) and the serial collector (no GC worker threads).
 SMALL_RUN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# A small run's largest file split: an hour of 100 queues is about 2 MB in five row groups.
+SMALL_RUN_SPLIT_BYTES = 512 * 1024
 
 
 def under_spark_submit() -> bool:
@@ -46,15 +51,24 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def launches_local_jvm(master: str | None) -> bool:
+    """Whether :func:`get_session` with this master starts a local-mode driver JVM itself (not
+    ``spark-submit``): only then do the JVM options of this module apply."""
+    if under_spark_submit():
+        return False
+    return (master or DEFAULT_MASTER).startswith("local")
+
+
 def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str = DEFAULT_DRIVER_MEMORY,
                  shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS, small: bool = False,
-                 extra: dict[str, str] | None = None) -> dict[str, str]:
+                 jvm_options: str = "", extra: dict[str, str] | None = None) -> dict[str, str]:
     """The Spark settings of the pipeline (a plain dict, so it can be tested and documented).
 
     ``launch``: this process starts the driver JVM (not ``spark-submit``), so driver memory and
     the log4j file apply; ``local``: local mode, so Spark binds to loopback only; ``small``: the
     run reads a few lake hours, so a launched local JVM gets :data:`SMALL_RUN_JVM_OPTIONS` and
-    adaptive execution is off.
+    adaptive execution is off; ``jvm_options``: more options for a launched local JVM (the
+    class-data-sharing archive).
     """
     conf = {
         "spark.ui.enabled": "false",
@@ -72,7 +86,8 @@ def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str 
         conf.update({
             "spark.driver.memory": driver_memory,
             "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}"
-                                             + (f" {SMALL_RUN_JVM_OPTIONS}" if small and local else ""),
+                                             + (f" {SMALL_RUN_JVM_OPTIONS}" if small and local else "")
+                                             + (f" {jvm_options}" if jvm_options and local else ""),
         })
     if local:
         conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
@@ -83,6 +98,7 @@ def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str 
         # Adaptive execution re-plans after every shuffle, one Spark job per stage: for a few hours
         # of rows there is nothing to coalesce or split, only that fixed cost (35 jobs instead of 7).
         conf["spark.sql.adaptive.enabled"] = "false"
+        conf["spark.sql.files.maxPartitionBytes"] = str(SMALL_RUN_SPLIT_BYTES)
     conf.update(extra or {})
     return conf
 
@@ -90,11 +106,11 @@ def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str 
 def get_session(master: str | None = None, *, app_name: str = "queueops-pipeline",
                 driver_memory: str = DEFAULT_DRIVER_MEMORY,
                 shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS, small: bool = False,
-                extra: dict[str, str] | None = None) -> SparkSession:
+                jvm_options: str = "", extra: dict[str, str] | None = None) -> SparkSession:
     """Create (or return the active) SparkSession configured for the pipeline.
 
     ``master=None`` means: whatever ``spark-submit`` was given, else ``local[*]``. ``small``: see
-    :func:`session_conf` (only applies when this call starts the JVM).
+    :func:`session_conf` (only applies when this call starts the JVM), as ``jvm_options``.
     """
     from pyspark.sql import SparkSession
 
@@ -108,9 +124,9 @@ def get_session(master: str | None = None, *, app_name: str = "queueops-pipeline
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Under spark-submit the JVM already runs with the launcher's master, memory, host and JVM
     # options: only session-level settings are added then.
-    local = not submitted and master is not None and master.startswith("local")
+    local = launches_local_jvm(master)
     conf = session_conf(local=local, launch=not submitted, driver_memory=driver_memory,
-                        shuffle_partitions=shuffle_partitions, small=small, extra=extra)
+                        shuffle_partitions=shuffle_partitions, small=small, jvm_options=jvm_options, extra=extra)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)

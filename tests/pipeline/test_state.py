@@ -112,7 +112,7 @@ def test_hours_to_read_is_known_before_spark_starts(tmp_path: Path) -> None:
     """The hourly run (one new hour after three processed) reads two lake hours, so it gets the light
     JVM of a small run; a full run reads them all; a remote lake is not listed without Spark."""
     from pipeline.run import SMALL_RUN_HOURS, hours_to_read, settings_fingerprint
-    from pipeline.spark import SMALL_RUN_JVM_OPTIONS, session_conf
+    from pipeline.spark import SMALL_RUN_JVM_OPTIONS, SMALL_RUN_SPLIT_BYTES, session_conf
     from pipeline.thresholds import Thresholds
 
     lake, out = tmp_path / "lake", tmp_path / "gold"
@@ -129,5 +129,10 @@ def test_hours_to_read_is_known_before_spark_starts(tmp_path: Path) -> None:
     small = session_conf(small=True)
     assert SMALL_RUN_JVM_OPTIONS in small["spark.driver.extraJavaOptions"]
     assert small["spark.sql.adaptive.enabled"] == "false"
+    # An hour's file (five row groups from the exporter) is read in several tasks, not one.
+    assert small["spark.sql.files.maxPartitionBytes"] == str(SMALL_RUN_SPLIT_BYTES)
+    assert "spark.sql.files.maxPartitionBytes" not in session_conf()
+    assert "-XX:SharedArchiveFile=x.jsa" in session_conf(small=True, jvm_options="-XX:SharedArchiveFile=x.jsa")[
+        "spark.driver.extraJavaOptions"]
     assert SMALL_RUN_JVM_OPTIONS not in session_conf(local=False, small=True)["spark.driver.extraJavaOptions"]
     assert session_conf()["spark.sql.adaptive.enabled"] == "true"
