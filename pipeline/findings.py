@@ -206,16 +206,15 @@ def stranded_items(prof: DataFrame, p: Params) -> DataFrame:
                 f"coalesce(format_number({d('min')}, 0), '?'), coalesce(format_number({s_('max')}, 0), '?'))")
 
 
-def guards_sql(metric: str, p: Params) -> str:
+def guards_sql(metric: str) -> str:
     """The judge's guards of ``metric`` (:func:`queueops.judge.guards`) over the hour's profile: each
     guard metric's hourly max must hold, and one not sampled in the hour does not suppress, as in
-    :func:`queueops.judge.guards_hold`. The page floor is ``page_count_floor`` (a pipeline param
-    that defaults to the judge's)."""
+    :func:`queueops.judge.guards_hold`. The levels are the judge's alone (the catalog's
+    ``min_pages`` / ``min_rows``), so the console, the alerts and the pipeline share one floor."""
     parts = []
     for other, op, level in judge.guards(metric):
         c = col(other, "max")
-        bound = p.page_count_floor if other == m.PAGE_COUNT else level
-        parts.append(f"({c} IS NULL OR {c} {op} {_d(bound)})")
+        parts.append(f"({c} IS NULL OR {c} {op} {_d(level)})")
     return " AND ".join(parts) or "true"
 
 
@@ -225,12 +224,12 @@ def fragmentation(prof: DataFrame, p: Params) -> DataFrame:
     pages = col(m.PAGE_COUNT, "max")
     return _emit(
         prof.where(f"fragmentation_pct_warn IS NOT NULL AND {f('max')} >= fragmentation_pct_warn "
-                   f"AND {guards_sql(m.FRAGMENTATION, p)}"), "fragmentation",
+                   f"AND {guards_sql(m.FRAGMENTATION)}"), "fragmentation",
         severity=f"CASE WHEN fragmentation_pct_crit IS NOT NULL AND {f('max')} >= fragmentation_pct_crit "
                  "THEN 'crit' ELSE 'warn' END",
         metric=f"'{m.FRAGMENTATION}'", value=f("max"), threshold="fragmentation_pct_warn", first_ts=f("first_ts"),
         last_ts=f("last_ts"),
-        evidence={"fragmentation_pct": f("max"), "page_count": pages, "page_floor": _d(p.page_count_floor),
+        evidence={"fragmentation_pct": f("max"), "page_count": pages, "page_floor": _d(judge.MIN_PAGES),
                   "warn": "fragmentation_pct_warn", "crit": "fragmentation_pct_crit", "note": f("peak_note")},
         summary=f"format_string('fragmentation %.1f%% on %.0f pages (warn at %.0f%%)', {f('max')}, {pages}, "
                 "fragmentation_pct_warn)")

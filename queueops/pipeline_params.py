@@ -32,7 +32,6 @@ class Params:
     snapshot_age_s: float = judge.SNAPSHOT_WARN_S    # an "old" snapshot / xmin holder
     snapshot_age_crit_s: float = judge.SNAPSHOT_CRIT_S
     ghost_min_rise: float = 100.0          # ghosts / dead tuples must rise at least this much in the hour
-    page_count_floor: float = float(judge.MIN_PAGES)  # fragmentation ignored on smaller indexes (judge)
     lock_timeout_burst: float = 5.0        # lock timeouts in one 5-minute window
     lock_timeout_rate_crit: float = 1.0    # per second (SQLWATCH: critical above 1/s)
     lock_wait_cycles: int = 2              # samples with waiters >= the warn threshold
