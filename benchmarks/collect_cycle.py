@@ -10,6 +10,12 @@ alternates batched and naive cycles on one collector session each, as the schedu
 Also runs the same on the first N/10 queues in the same run, to show that the batched round
 trips per cycle do not grow with the number of queues. Prints one JSON object.
 
+Every page of the tables is all-visible when the cycles are timed (``all_visible_pct``; autovacuum
+is off on them, see :func:`build`), so index-only counts read the index alone. Then the visibility
+map is cleared and everything is measured again on the same tables (``not_all_visible``): the
+state of a table changed since its last vacuum, where every counted entry is also checked in the
+heap. ``--no-cleared`` skips that second half.
+
 "floor" (issue 17) is the least any collector giving the same exact values must read, measured in
 the same run, interleaved: one statement with, per queue, only the bounded reads behind its exact
 values (each count of at most the cap of entries per status / lease / due class, the stuck-lease
@@ -135,13 +141,55 @@ def queue_config(i: int) -> dict[str, Any]:
     return q
 
 
+# The benchmark's tables as pg_class sees them: relation pages, and the pages VACUUM marked all-visible.
+BENCH_PAGES = ("SELECT c.oid::regclass::text AS name, c.relpages AS pages, c.relallvisible AS visible FROM pg_class AS c "
+               "WHERE c.relnamespace = 'bench'::regnamespace AND c.relkind = 'r'")
+
+
 def build(conn: Any, queues: int, rows: int) -> None:
+    """The tables, vacuumed until every page is all-visible (``all_visible_pct``).
+
+    Autovacuum is off on them: an ANALYZE it runs on one table holds a snapshot, and a VACUUM of
+    another table meanwhile cannot mark that table's pages all-visible. Such pages make every
+    index-only count check each entry in the heap; it happened to about a third of the tables in
+    earlier runs, a different third each time. :func:`clear_visibility` makes that state on purpose.
+    """
     conn.execute("CREATE SCHEMA IF NOT EXISTS bench")
     for i in range(queues):
         table = f"bench.q_{i:05d}"
         for stmt in DDL[KINDS[i % len(KINDS)]]:
             conn.execute(stmt.format(t=table), {"m": rows})
+            if stmt.startswith("CREATE TABLE"):
+                name = stmt.split()[2].format(t=table)
+                conn.execute(f"ALTER TABLE {name} SET (autovacuum_enabled = off)")
         conn.execute(f"VACUUM ANALYZE {table}")
+    for _ in range(5):
+        short = [r[0] for r in conn.execute(BENCH_PAGES).fetchall() if r[2] < r[1]]
+        if not short:
+            break
+        for name in short:
+            conn.execute(f"VACUUM {name}")
+
+
+def all_visible_pct(conn: Any) -> float:
+    """The share of the tables' pages marked all-visible in the visibility map itself (pg_class's
+    relallvisible is only updated by VACUUM and ANALYZE)."""
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pg_visibility")
+    rows = conn.execute(BENCH_PAGES).fetchall()
+    pages = sum(r[1] for r in rows)
+    visible = sum(conn.execute("SELECT all_visible FROM pg_visibility_map_summary(%s::regclass)",
+                               (r[0],)).fetchone()[0] for r in rows)
+    return round(100.0 * visible / pages, 1) if pages else 100.0
+
+
+def clear_visibility(conn: Any) -> None:
+    """Every page of the benchmark's tables not all-visible, as on tables changed since their last
+    vacuum (a busy queue's recent rows): index-only counts then check every entry in the heap.
+    ``pg_truncate_visibility_map`` (contrib's pg_visibility) clears the map; autovacuum is off on
+    these tables, so nothing sets it again during the measurement."""
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pg_visibility")
+    for name in [r[0] for r in conn.execute(BENCH_PAGES).fetchall()]:
+        conn.execute("SELECT pg_truncate_visibility_map(%s::regclass)", (name,))
 
 
 def naive_statements(cfg: config_mod.Config, target: config_mod.Target,
@@ -276,6 +324,14 @@ def bench_server(queues: int, rows: int) -> Iterator[tuple[str, str, float, int]
         shutil.rmtree(base, ignore_errors=True)
 
 
+def marginals(big: dict[str, Any], little: dict[str, Any]) -> dict[str, float | None]:
+    """What one more queue costs a cycle, from the two sizes of the same run (issue 17: < 0.5 ms)."""
+    n = big["queues"] - little["queues"]
+    return {"marginal_ms_per_queue": round((big["median_ms"] - little["median_ms"]) / n, 2) if n > 0 else None,
+            "floor_marginal_ms_per_queue": round((big["floor_median_ms"] - little["floor_median_ms"]) / n, 2)
+            if n > 0 else None}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queues", type=int, default=100)
@@ -284,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small-queues", type=int, default=None, help="the smaller N (default: N/10, at least one queue of each kind)")
     ap.add_argument("--cap", type=int, default=runner.COUNT_CAP,
                     help=f"count cap (default {runner.COUNT_CAP}; to compare what a larger exact range costs)")
+    ap.add_argument("--no-cleared", action="store_true",
+                    help="skip the second measurement with every page not all-visible (a table changed since its "
+                         "last vacuum)")
     args = ap.parse_args(argv)
     if args.queues < 1 or args.rows < 1 or args.cycles < 1:
         ap.error("--queues, --rows and --cycles must be positive")
@@ -292,8 +351,19 @@ def main(argv: list[str] | None = None) -> int:
     small = args.small_queues or min(args.queues, max(len(KINDS), args.queues // 10))
 
     with bench_server(args.queues, args.rows) as (url, password, build_s, size):
-        big = measure(config_for(url, password, args.queues), args.cycles, args.rows)
-        little = measure(config_for(url, password, small), args.cycles, args.rows)
+        import psycopg
+
+        with psycopg.connect(url, password=password, autocommit=True) as admin:
+            visible = all_visible_pct(admin)
+            big = measure(config_for(url, password, args.queues), args.cycles, args.rows)
+            little = measure(config_for(url, password, small), args.cycles, args.rows)
+            cleared: dict[str, Any] | None = None
+            if not args.no_cleared:
+                clear_visibility(admin)
+                cleared = {"all_visible_pct": all_visible_pct(admin)}
+                cleared_big = measure(config_for(url, password, args.queues), args.cycles, args.rows)
+                cleared_little = measure(config_for(url, password, small), args.cycles, args.rows)
+                cleared |= {**cleared_big, "small": cleared_little, **marginals(cleared_big, cleared_little)}
     out = {
         "benchmark": "collect_cycle",
         "rows_per_queue": args.rows,
@@ -301,15 +371,13 @@ def main(argv: list[str] | None = None) -> int:
         "count_skip_above": runner.COUNT_SKIP_ABOVE,
         "cycles": args.cycles,
         "collectors": [c.name for c in registry.by_cadence("fast")],
+        "all_visible_pct": visible,
         **big,
         "small": little,
         "round_trips_constant": big["round_trips"] == little["round_trips"],
-        # What one more queue costs a cycle, from the two sizes of the same run (issue 17: < 0.5 ms).
-        "marginal_ms_per_queue": round((big["median_ms"] - little["median_ms"]) / (big["queues"] - little["queues"]), 2)
-        if big["queues"] > little["queues"] else None,
-        "floor_marginal_ms_per_queue": round((big["floor_median_ms"] - little["floor_median_ms"])
-                                             / (big["queues"] - little["queues"]), 2)
-        if big["queues"] > little["queues"] else None,
+        **marginals(big, little),
+        # The same tables with every page not all-visible (clear_visibility), measured right after.
+        "not_all_visible": cleared,
         "build_s": round(build_s, 1),
         "database_mb": round(size / 2**20),
     }
