@@ -5,7 +5,8 @@ queues x 10 metrics sampled every 15 s, one of them a cumulative counter with re
 in a fresh child process so that memory is measured per engine:
 
 * **spark**: the pipeline's own code (``pipeline.rollups``: counter deltas with resets and gaps,
-  then min / mean / max / p95 / count / first / last / slope per key and hour), on ``local[*]``
+  then min / mean / max / p95 / count / first / last / slope per key and 5-minute window, and the
+  hours merged from those), on ``local[*]``
   with 1 GB of driver memory, forced with the ``noop`` sink;
 * **pandas**: the same numbers with categorical keys, a sorted ``diff`` for the counter, and
   ``groupby().agg`` / ``quantile(0.95)`` (nearest-rank is not one of pandas' interpolations:
@@ -21,8 +22,7 @@ N-row lake on ``local[2]`` with a 1 GB driver (``--no-compare``: only these).
 Peak RSS is the whole process tree's (Spark: the Python driver plus its JVM), sampled every 0.1 s,
 and so is its CPU time (``cpu_s``: steadier than wall time on a shared machine); ``jvm_peak_rss_mb``
 is the JVM's own peak as the kernel recorded it (``VmHWM``), which no sampling interval can miss.
-Also measured at 1M rows: what ``percentile_approx`` costs (accuracy 10000 / 1000 / 100 / none),
-and pandas under a memory cap equal to what Spark needed at 10M rows (``--cap-mb``): the "lake
+Also pandas under a memory cap equal to what Spark needed at 10M rows (``--cap-mb``): the "lake
 larger than memory" case. Prints one JSON object.
 
     .venv/bin/python benchmarks/pipeline.py                 # 1M and 10M (about 5 minutes here)
@@ -116,7 +116,7 @@ def make_lake(root: Path, rows: int, seed: int = 7) -> dict:
 
 # ---- the two engines (run in child processes) ---------------------------------------------------
 
-def spark_worker(lake: str, accuracy: int, mode: str, driver_memory: str) -> dict:
+def spark_worker(lake: str, driver_memory: str) -> dict:
     from pipeline import rollups as ru
     from pipeline.params import Params
     from pipeline.spark import get_session
@@ -126,20 +126,8 @@ def spark_worker(lake: str, accuracy: int, mode: str, driver_memory: str) -> dic
     spark = get_session(driver_memory=driver_memory)
     started = time.perf_counter() - t0
     files = [f for p in LocalStorage().list_partitions(f"{lake}/snapshots") for f in p.files]
-    p = Params(p95_accuracy=max(accuracy, 1))
     t1 = time.perf_counter()
-    d = ru.with_deltas(ru.prepare(ru.read_lake(spark, files)), p)
-    if mode == "no_p95":
-        from pyspark.sql import functions as F
-
-        out = (d.groupBy(*ru.KEYS, F.expr(ru.floor_sql("ts", 3600)).alias("w"))
-               .agg(*[F.expr(e) for e in ("count(value)", "min(value)", "avg(value)", "max(value)", "sum(delta)",
-                                          "sum(covered_s)", "sum(reset)")]))
-    elif mode == "5m+1h":
-        out = ru.rollups(ru.prepare(ru.read_lake(spark, files)), p)
-    else:
-        out = ru.rollup(d, "1h", p, sketch=False)
-    out.write.format("noop").mode("overwrite").save()
+    ru.rollup(ru.prepare(ru.read_lake(spark, files)), "1h", Params()).write.format("noop").mode("overwrite").save()
     job = time.perf_counter() - t1
     spark.stop()
     return {"startup_s": round(started, 2), "job_s": round(job, 2)}
@@ -430,9 +418,8 @@ def main() -> None:
     ap.add_argument("--cap-mb", type=int, default=0,
                     help="also run pandas at the largest size under this address-space cap (0: Spark's peak RSS "
                          "at that size)")
-    ap.add_argument("--no-accuracy", action="store_true", help="skip the percentile_approx cost runs")
     ap.add_argument("--no-compare", action="store_true",
-                    help="only the floor and the pipeline's job (skip the rollup-only Spark, pandas, accuracy runs)")
+                    help="only the floor and the pipeline's job (skip the rollup-only Spark and pandas runs)")
     ap.add_argument("--master", default="local[*]", help="Spark master of the floor and the pipeline runs")
     ap.add_argument("--incremental-history", type=int, default=6,
                     help="hours already processed before the timed incremental run of one more hour (0: skip)")
@@ -442,11 +429,9 @@ def main() -> None:
     ap.add_argument("--worker", choices=["spark", "pandas", "floor", "pipeline"], help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--lake", help=argparse.SUPPRESS)
-    ap.add_argument("--accuracy", type=int, default=1000, help=argparse.SUPPRESS)
-    ap.add_argument("--mode", default="1h", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker == "spark":
-        print(json.dumps(spark_worker(a.lake, a.accuracy, a.mode, a.driver_memory)))
+        print(json.dumps(spark_worker(a.lake, a.driver_memory)))
         return
     if a.worker == "pandas":
         print(json.dumps(pandas_worker(a.lake)))
@@ -473,18 +458,11 @@ def main() -> None:
             if a.no_compare:
                 shutil.rmtree(lake, ignore_errors=True)
                 continue
-            spark = engine_result(measure(["--worker", "spark", "--lake", str(lake), "--accuracy", "1000",
-                                           "--driver-memory", a.driver_memory]), n)
+            spark = engine_result(measure(["--worker", "spark", "--lake", str(lake), "--driver-memory", a.driver_memory]), n)
             pandas = engine_result(measure(["--worker", "pandas", "--lake", str(lake)]), n)
             entry.update({"spark_rollup_only": spark, "pandas": pandas})
             if spark.get("ok") and pandas.get("ok"):
                 entry["spark_rollup_over_pandas_wall"] = round(spark["wall_s"] / pandas["wall_s"], 2)
-            if n == sizes[0] and not a.no_accuracy:
-                entry["percentile_approx_cost"] = {
-                    label: engine_result(measure(["--worker", "spark", "--lake", str(lake), "--accuracy", acc,
-                                                  "--mode", mode, "--driver-memory", a.driver_memory]), n)
-                    for label, acc, mode in [("accuracy_10000", "10000", "1h"), ("accuracy_100", "100", "1h"),
-                                             ("no_p95", "1", "no_p95"), ("5m_and_1h_accuracy_1000", "1000", "5m+1h")]}
             result["sizes"][str(n)] = entry
         if a.incremental_history > 0:
             result["incremental"] = incremental(base / "lake-incremental", base / "out-incremental",

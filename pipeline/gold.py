@@ -3,7 +3,7 @@
 ::
 
     <out>/rollups/window=5m/date=YYYY-MM-DD/hour=HH/part-*.parquet   5-minute rollups of that hour
-    <out>/rollups/window=1h/date=YYYY-MM-DD/hour=HH/part-*.parquet   the hour's rollup (+ quantile sketch)
+    <out>/rollups/window=1h/date=YYYY-MM-DD/hour=HH/part-*.parquet   the hour's rollup (+ its quantiles)
     <out>/rollups/window=1d/date=YYYY-MM-DD/hour=00/part-*.parquet   the day (derived from its hours)
     <out>/findings/date=YYYY-MM-DD/hour=HH/part-*.parquet            findings of that hour
     <out>/forecasts/part-*.parquet                                   latest forecasts (one as_of)

@@ -1,7 +1,7 @@
 """Rollups of narrow snapshot rows: per target, queue, metric and window (5 min, hour, day).
 
-Each window has ``samples`` (non-null values), ``min``, ``mean``, ``max``, ``p95``
-(``percentile_approx``), ``sum``, ``first`` / ``last`` (values at ``first_ts`` / ``last_ts``),
+Each window has ``samples`` (non-null values), ``min``, ``mean``, ``max``, ``p95`` (nearest
+rank, exact), ``sum``, ``first`` / ``last`` (values at ``first_ts`` / ``last_ts``),
 ``slope_per_s`` (least-squares trend within the window) and, for root-cause and fragmentation
 metrics, ``peak_note`` (the note of the peak value: the holding session, the index). Cumulative
 counters also get ``delta`` (increase over the window), ``covered_s`` (seconds of intervals that
@@ -16,9 +16,10 @@ Counter semantics (SQL Server /sec counters are running totals):
 * an interval longer than ``max_gap_s`` is a gap: its increase is unknown and not attributed, so
   rates are over covered time only. Windows without samples have no row (nothing is invented).
 
-Hours are computed from raw rows; the day is derived from the hourly rows (exact for every column
-but ``p95``, which merges each hour's quantile sketch -- rank error about ``sketch_step_pct`` % --
-and ``slope_per_s``, left empty). That keeps an incremental run's cost at the hours it recomputes,
+5-minute windows are computed from raw rows, hours merged from their 5-minute rows (exact: the
+same values as from the raw rows, sums up to the order of addition); the day is derived from the
+hourly rows (exact for every column but ``p95``, which merges each hour's quantiles -- rank error
+about ``sketch_step_pct`` % -- and ``slope_per_s``, left empty). That keeps an incremental run's cost at the hours it recomputes,
 whatever the day's size.
 
 Expressions are written as SQL text: one py4j call per column instead of a dozen keeps planning
@@ -180,53 +181,128 @@ def with_deltas(df: DataFrame, params: Params) -> DataFrame:
 
 
 def sketch_points(params: Params) -> list[float]:
+    """The percentages an hour keeps (``quantiles``), for the day's p95: every ``sketch_step_pct``, and 95."""
     step = params.sketch_step_pct / 100.0
     pts = {round(i * step, 6) for i in range(1, int(round(1 / step)) + 1) if i * step < 1}
     pts.add(0.95)
     return sorted(pts)
 
 
-def _aggregate(grouped, params: Params, *, sketch: bool, x_origin_us: str = "0L") -> DataFrame:  # noqa: ANN001
-    """The rollup aggregates over grouped rows (one window length). ``sketch``: keep the quantile
-    sketch.
+def nearest_rank(sorted_values: str, q: str) -> str:
+    """SQL: the nearest-rank ``q`` quantile of a sorted array: its ``ceil(q * n)``-th element (null
+    when empty). What ``percentile_approx`` answers while its summary is exact (fewer than 500
+    samples at accuracy 1000); exact at any size."""
+    return (f"CASE WHEN size({sorted_values}) > 0 THEN "
+            f"element_at({sorted_values}, CAST(ceil({q} * size({sorted_values})) AS INT)) END")
 
-    ``x_origin_us``: the window's start (epoch micros, an expression): the slope's x is seconds since
-    then. Seconds since 1970 (~1.8e9) lost about eight digits to cancellation, so the slope's last
-    digits depended on how Spark happened to split and merge the partial aggregates."""
-    acc = int(params.p95_accuracy)
+
+def five_minute_rollups(samples: DataFrame, params: Params) -> DataFrame:
+    """The 5-minute rows of the in-scope rows of ``samples`` (from :func:`prepare`; counter deltas
+    and signals from :func:`with_deltas`), not yet in gold column order.
+
+    One aggregation of the lake's rows, each row once. Besides the gold columns it keeps what the
+    hour is merged from (:func:`with_hours`): ``vals``, the window's values sorted
+    (the 5-minute p95 is one element of it; the hour merges them), and ``hx`` / ``hxx`` / ``hxy``,
+    sums of x, x² and x·value with x in seconds since the hour's start (the hour's slope).
+    """
     notes = sql_list(m.NOTE_METRICS)
+    sample_ts = "CASE WHEN value IS NOT NULL THEN ts END"  # times of samples, not of null rows
+    x5 = f"(unix_micros(ts) - unix_micros({floor_sql('ts', 300)})) / 1e6"
+    xh = f"CASE WHEN value IS NOT NULL THEN (unix_micros(ts) - unix_micros({floor_sql('ts', 3600)})) / 1e6 END"
+    aggs = [
+        "count(value) AS samples", "min(value) AS min", "avg(value) AS mean", "max(value) AS max",
+        "sum(value) AS sum", f"min_by(value, {sample_ts}) AS first", f"max_by(value, {sample_ts}) AS last",
+        f"min({sample_ts}) AS first_ts", f"max({sample_ts}) AS last_ts", f"regr_slope(value, {x5}) AS slope_per_s",
+        f"max_by(CASE WHEN metric IN ({notes}) THEN note END, CASE WHEN metric IN ({notes}) THEN value END) "
+        "AS peak_note",
+        "sum(delta) AS delta", "sum(covered_s) AS covered_s", "CAST(sum(reset) AS INT) AS resets",
+        "count_if(signal) AS sig_samples", "min(CASE WHEN signal THEN value END) AS sig_min",
+        "max(CASE WHEN signal THEN value END) AS sig_max", "min(CASE WHEN signal THEN ts END) AS sig_first_ts",
+        "max(CASE WHEN signal THEN ts END) AS sig_last_ts",
+        "array_sort(collect_list(value)) AS vals",
+        f"sum({xh}) AS hx", f"sum({xh} * {xh}) AS hxx", f"sum({xh} * value) AS hxy"]
+    d = with_deltas(samples, params).where("in_scope")
+    out = d.groupBy(*KEYS, F.expr(floor_sql("ts", 300)).alias("window_start")).agg(*[F.expr(a) for a in aggs])
+    return out.selectExpr("*", f"{nearest_rank('vals', '0.95D')} AS p95",
+                          "CAST(NULL AS ARRAY<DOUBLE>) AS quantiles")
+
+
+# How an hour's columns merge from its 5-minute rows (window aggregates over the hour's rows).
+_HOUR_MERGE = {
+    "samples": "sum(samples)", "min": "min(min)", "max": "max(max)", "sum": "sum(sum)",
+    "first": "min_by(first, first_ts)", "last": "max_by(last, last_ts)", "first_ts": "min(first_ts)",
+    "last_ts": "max(last_ts)", "peak_note": "max_by(peak_note, max)", "delta": "sum(delta)",
+    "covered_s": "sum(covered_s)", "resets": "sum(resets)", "sig_samples": "sum(sig_samples)",
+    "sig_min": "min(sig_min)", "sig_max": "max(sig_max)", "sig_first_ts": "min(sig_first_ts)",
+    "sig_last_ts": "max(sig_last_ts)", "hx": "sum(hx)", "hxx": "sum(hxx)", "hxy": "sum(hxy)",
+    "first_window": "min(window_start)", "lists": "collect_list(vals)",
+}
+
+
+def with_hours(five: DataFrame, params: Params) -> DataFrame:
+    """The 5-minute rows (:func:`five_minute_rollups`) and, merged from them, the hourly rows, in
+    gold column order with :data:`SIGNAL_COLUMNS`.
+
+    One pass: a window over each key's hour (ordered by time, so sums add up in the same order
+    whatever the partitioning) gives every 5-minute row its hour's merged columns, and the hour's
+    first 5-minute row emits the hour's row too. Every hourly column is what the hour's samples
+    would give directly: counts, sums, extremes, first / last by time, the signal and counter
+    columns merge; the quantiles are nearest ranks of the hour's values (the 5-minute ``vals``
+    merged and sorted); the slope is the least-squares fit from the sums of x, x² and x·value (x
+    from the hour's start, so no large offset cancels), ``(Σxy - Σx·Σy/n) / (Σx² - (Σx)²/n)``,
+    null when all samples share one time, as with ``regr_slope``.
+
+    Why this shape, measured on 10M rows (docs/benchmarks.md): an aggregate whose buffer is not
+    fixed-width (the peak's note, a quantile sketch, a list) makes the whole aggregation
+    object-based, and past 128 groups a task sorts its rows, so the cost grows with the rows it
+    sees. The job before counted each lake row in its 5-minute and in its hourly window (an
+    ``explode``: twice the rows through that sort) with a ``percentile_approx`` sketch per window.
+    Merging the hours in a second aggregation would read the 5-minute rows twice (once for
+    themselves): aggregated twice, or persisted with their value lists, which ran a 1 GB driver out
+    of heap at 100M rows.
+    """
     pts = sketch_points(params)
     arr = f"array({', '.join(f'{p!r}D' for p in pts)})"
-    if sketch:
-        quant = [f"percentile_approx(value, {arr}, {acc}) AS quantiles"]
-        p95 = f"element_at(quantiles, {pts.index(0.95) + 1}) AS p95"
-    else:
-        quant = [f"percentile_approx(value, 0.95D, {acc}) AS p95"]
-        p95 = "CAST(NULL AS ARRAY<DOUBLE>) AS quantiles"
-    sample_ts = "CASE WHEN value IS NOT NULL THEN ts END"  # times of samples, not of null rows
-    aggs = ["count(value) AS samples", "min(value) AS min", "avg(value) AS mean", "max(value) AS max",
-            "sum(value) AS sum", *quant, f"min_by(value, {sample_ts}) AS first",
-            f"max_by(value, {sample_ts}) AS last", f"min({sample_ts}) AS first_ts", f"max({sample_ts}) AS last_ts",
-            f"regr_slope(value, (unix_micros(ts) - {x_origin_us}) / 1e6) AS slope_per_s",
-            f"max_by(CASE WHEN metric IN ({notes}) THEN note END, CASE WHEN metric IN ({notes}) THEN value END) "
-            "AS peak_note",
-            "sum(delta) AS delta", "sum(covered_s) AS covered_s", "CAST(sum(reset) AS INT) AS resets"]
-    return grouped.agg(*[F.expr(a) for a in aggs]).selectExpr("*", p95)
+    w = ("OVER (PARTITION BY target, database, queue, metric, hour_start ORDER BY window_start "
+         "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)")
+    x = five.selectExpr("*", f"{floor_sql('window_start', 3600)} AS hour_start")
+    x = x.selectExpr("*", *[f"{e} {w} AS h_{c}" for c, e in _HOUR_MERGE.items()])
+    x = x.selectExpr("*", "CASE WHEN window_start = h_first_window THEN array_sort(flatten(h_lists)) END AS h_vals")
+    slope = ("CASE WHEN h_samples >= 2 AND h_first_ts < h_last_ts THEN "
+             "(h_hxy - h_hx * h_sum / h_samples) / (h_hxx - h_hx * h_hx / h_samples) END")
+    hour = {c: f"h_{c}" for c in _HOUR_MERGE if c in ROLLUP_COLUMNS or c in SIGNAL_COLUMNS}
+    hour.update({**{k: k for k in KEYS}, "resets": "CAST(h_resets AS INT)",
+        "window": "'1h'", "window_start": "hour_start",
+        "window_end": "timestamp_micros(unix_micros(hour_start) + 3600000000L)",
+        "mean": "CASE WHEN h_samples > 0 THEN h_sum / h_samples END", "slope_per_s": slope,
+        "p95": nearest_rank("h_vals", "0.95D"),
+        "quantiles": f"CASE WHEN size(h_vals) > 0 THEN transform({arr}, q -> {nearest_rank('h_vals', 'q')}) END",
+        "rate_per_s": "CASE WHEN h_covered_s > 0 THEN h_delta / h_covered_s END",
+        "date": "date_format(hour_start, 'yyyy-MM-dd')", "hour": "date_format(hour_start, 'HH')"})
+    minute = {c: c for c in (*ROLLUP_COLUMNS, *SIGNAL_COLUMNS)}
+    minute.update({
+        "window": "'5m'", "window_end": "timestamp_micros(unix_micros(window_start) + 300000000L)",
+        "rate_per_s": "CASE WHEN covered_s > 0 THEN delta / covered_s END",
+        "date": "date_format(window_start, 'yyyy-MM-dd')", "hour": "date_format(window_start, 'HH')"})
+    cols = [*ROLLUP_COLUMNS, *SIGNAL_COLUMNS]
+
+    def struct(exprs: dict[str, str]) -> str:
+        return "named_struct(" + ", ".join(f"'{c}', {exprs[c]}" for c in cols) + ")"
+
+    rows = (f"inline(CASE WHEN window_start = h_first_window THEN array({struct(minute)}, {struct(hour)}) "
+            f"ELSE array({struct(minute)}) END)")
+    return x.selectExpr(rows)
 
 
-def rollup(df: DataFrame, window: str, params: Params, *, sketch: bool = False) -> DataFrame:
-    """Aggregate in-scope rows (with :func:`with_deltas` columns) into ``window`` rows.
-
-    ``sketch=True`` keeps the quantile sketch (``quantiles``: percentiles at ``sketch_step_pct``
-    steps) that the day rollup merges; ``p95`` then comes from the same single sketch.
-    """
-    secs = WINDOW_SECONDS[window]
-    out = _aggregate(df.where("in_scope").groupBy(*KEYS, F.expr(floor_sql("ts", secs)).alias("window_start")),
-                     params, sketch=sketch, x_origin_us=f"unix_micros({floor_sql('ts', secs)})")
-    return _finish(out, window, secs)
+def rollup(samples: DataFrame, window: str, params: Params) -> DataFrame:
+    """The ``window`` (``5m`` or ``1h``) rollup rows of the in-scope rows of ``samples`` (from
+    :func:`prepare`), in gold column order (the hours keep their ``quantiles``)."""
+    both = with_hours(five_minute_rollups(samples, params), params)
+    return both.where(f"window = '{window}'").select(*ROLLUP_COLUMNS)
 
 
 def _finish(df: DataFrame, window: str, secs: int) -> DataFrame:
+    """Gold columns of ``window`` rows: the window's end, the rate, the partition."""
     return df.selectExpr(
         "*", f"'{window}' AS window",
         f"timestamp_micros(unix_micros(window_start) + {secs * 1_000_000}L) AS window_end",
@@ -277,46 +353,5 @@ def rollups(samples: DataFrame, params: Params) -> DataFrame:
 
 def rollups_and_signals(samples: DataFrame, params: Params) -> DataFrame:
     """5-minute and hourly rollups of the in-scope rows of ``samples`` (from :func:`prepare`), with
-    :data:`SIGNAL_COLUMNS` for the findings.
-
-    Each row is counted in its 5-minute and its hourly window (an ``explode`` of two), in one
-    aggregation: one shuffle of the lake's rows. (Splitting the fixed-width aggregates from the
-    object ones -- ``percentile_approx``, the peak's note -- and joining the two on the window was
-    measured slower on 10M rows, 57 s against 46 s, and needed a join.) One ``percentile_approx``
-    serves both window lengths: every window's p95 is a point of its sketch (the same value
-    ``percentile_approx(value, 0.95)`` gives: each percentage is answered from the same summary),
-    and the hours keep the sketch (``quantiles``, for the day's p95). (It was two aggregates, a
-    sketch for the hours and a plain p95 for the 5-minute windows, so every group carried two
-    summaries; one is simpler and measured the same on 10M rows, 48.9 s against 49.3 s.)
-    """
-    acc = int(params.p95_accuracy)
-    pts = sketch_points(params)
-    arr = f"array({', '.join(f'{p!r}D' for p in pts)})"
-    notes = sql_list(m.NOTE_METRICS)
-    win = (f"explode(array(named_struct('w', '5m', 's', {floor_sql('ts', 300)}), "
-           f"named_struct('w', '1h', 's', {floor_sql('ts', 3600)}))) AS win")
-    group = [*KEYS, F.expr("win.w").alias("window"), F.expr("win.s").alias("window_start")]
-    sample_ts = "CASE WHEN value IS NOT NULL THEN ts END"  # times of samples, not of null rows
-    plain = [
-        "count(value) AS samples", "min(value) AS min", "avg(value) AS mean", "max(value) AS max",
-        "sum(value) AS sum", f"min_by(value, {sample_ts}) AS first", f"max_by(value, {sample_ts}) AS last",
-        f"min({sample_ts}) AS first_ts", f"max({sample_ts}) AS last_ts",
-        "regr_slope(value, (unix_micros(ts) - unix_micros(win.s)) / 1e6) AS slope_per_s",
-        "sum(delta) AS delta", "sum(covered_s) AS covered_s", "CAST(sum(reset) AS INT) AS resets",
-        "count_if(signal) AS sig_samples", "min(CASE WHEN signal THEN value END) AS sig_min",
-        "max(CASE WHEN signal THEN value END) AS sig_max", "min(CASE WHEN signal THEN ts END) AS sig_first_ts",
-        "max(CASE WHEN signal THEN ts END) AS sig_last_ts"]
-    objects = [
-        f"percentile_approx(value, {arr}, {acc}) AS quantiles",
-        f"max_by(CASE WHEN metric IN ({notes}) THEN note END, CASE WHEN metric IN ({notes}) THEN value END) "
-        "AS peak_note"]
-    d = with_deltas(samples, params).where("in_scope").selectExpr("*", win)
-    out = d.groupBy(*group).agg(*[F.expr(a) for a in (*plain, *objects)]).selectExpr(
-        "*", f"element_at(quantiles, {pts.index(0.95) + 1}) AS p95")
-    return (out.selectExpr(*[c for c in out.columns if c != "quantiles"],
-                           "CASE WHEN window = '1h' THEN quantiles END AS quantiles",
-                           "timestamp_micros(unix_micros(window_start) + "
-                           "(CASE WHEN window = '1h' THEN 3600 ELSE 300 END) * 1000000L) AS window_end",
-                           "CASE WHEN covered_s > 0 THEN delta / covered_s END AS rate_per_s",
-                           "date_format(window_start, 'yyyy-MM-dd') AS date", "date_format(window_start, 'HH') AS hour")
-            .select(*ROLLUP_COLUMNS, *SIGNAL_COLUMNS))
+    :data:`SIGNAL_COLUMNS` for the findings: :func:`five_minute_rollups`, then :func:`with_hours`."""
+    return with_hours(five_minute_rollups(samples, params), params)

@@ -21,9 +21,7 @@ class Params:
     # Rollups. A counter interval longer than this is a gap: its increase is not attributed.
     # Must stay <= 3600 s: an incremental run reads one hour before the hours it recomputes.
     max_gap_s: float = 600.0
-    # percentile_approx accuracy (relative rank error 1/accuracy); see docs/benchmarks.md.
-    p95_accuracy: int = 1000
-    # Quantile sketch kept per hourly rollup (percentiles at this step) to derive the day's p95.
+    # Quantiles kept per hourly rollup (exact percentiles at this step) to derive the day's p95.
     sketch_step_pct: float = 1.0
 
     # Findings.

@@ -121,7 +121,7 @@ def test_day_p95_merges_hourly_sketches(spark: Any, tmp_path: Path) -> None:
     rows += series(T0 + timedelta(hours=1), 36, [float(v) for v in range(101, 201)], "q", "depth")
     write_lake(tmp_path / "lake", rows)
     files = [str(p) for p in sorted((tmp_path / "lake").rglob("*.parquet"))]
-    hours = ru.rollup(ru.with_deltas(ru.prepare(ru.read_lake(spark, files)), Params()), "1h", Params(), sketch=True)
+    hours = ru.rollup(ru.prepare(ru.read_lake(spark, files)), "1h", Params())
     (day,) = ru.day_from_hours(hours).collect()
     assert (day["samples"], day["min"], day["max"], day["mean"]) == (200, 1.0, 200.0, 100.5)
     assert day["p95"] == 190.0
