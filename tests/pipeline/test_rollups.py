@@ -128,6 +128,26 @@ def test_day_p95_merges_hourly_sketches(spark: Any, tmp_path: Path) -> None:
     assert sorted(r["p95"] for r in hours.collect()) == [95.0, 195.0]
 
 
+def test_quantiles_are_exact_nearest_ranks_at_any_count(spark: Any, tmp_path: Path) -> None:
+    """A one-second collector's hour (3,600 samples, shuffled): every quantile is the exact
+    ``ceil(q * n)``-th value, where a 1000-accuracy sketch is approximate past 500 samples; the
+    hour, merged from its twelve 5-minute windows, equals the hour computed from its samples."""
+    import random
+
+    values = [float(v) for v in range(1, 3601)]
+    random.Random(3).shuffle(values)
+    write_lake(tmp_path / "lake", series(T0, 1, values, "q", "depth"))
+    files = [str(p) for p in sorted((tmp_path / "lake").rglob("*.parquet"))]
+    rows = ru.rollups(ru.prepare(ru.read_lake(spark, files)), Params()).collect()
+    (hour,) = [r for r in rows if r["window"] == "1h"]
+    assert (hour["samples"], hour["min"], hour["max"], hour["sum"]) == (3600, 1.0, 3600.0, 3600 * 3601 / 2)
+    assert hour["p95"] == 3420.0 and hour["quantiles"][0] == 36.0 and hour["quantiles"][-1] == 3564.0
+    assert (hour["first"], hour["last"]) == (values[0], values[-1])
+    first_window = sorted(values[:300])
+    five = min((r for r in rows if r["window"] == "5m"), key=lambda r: r["window_start"])
+    assert five["samples"] == 300 and five["p95"] == first_window[284]  # ceil(0.95 * 300) = 285th
+
+
 def test_intervals_epochs_and_runs_across_hours(spark: Any, tmp_path: Path) -> None:
     """Counter deltas and stuck-lease runs are computed one hour per window partition (bounded memory):
     the margin from the hours before still gives an interval its previous sample (55 minutes back),
