@@ -19,8 +19,8 @@ Counter semantics (SQL Server /sec counters are running totals):
 5-minute windows are computed from raw rows, hours merged from their 5-minute rows (exact: the
 same values as from the raw rows, sums up to the order of addition); the day is derived from the
 hourly rows (exact for every column but ``p95``, which merges each hour's quantiles -- rank error
-about ``sketch_step_pct`` % -- and ``slope_per_s``, left empty). That keeps an incremental run's cost at the hours it recomputes,
-whatever the day's size.
+about ``sketch_step_pct`` % -- and ``slope_per_s``, left empty). That keeps an incremental run's
+cost at the hours it recomputes, whatever the day's size.
 
 Expressions are written as SQL text: one py4j call per column instead of a dozen keeps planning
 cheap, which is most of the cost on small incremental runs.
@@ -48,7 +48,6 @@ LAKE_SCHEMA = StructType([
     StructField("value", DoubleType(), True),
     StructField("note", StringType(), True),
 ])
-WINDOW_SECONDS = {"5m": 300, "1h": 3600, "1d": 86400}
 ROLLUP_SCHEMA = (
     "window string, window_start timestamp, window_end timestamp, target string, database string, "
     "queue string, metric string, samples bigint, min double, mean double, max double, p95 double, "
@@ -271,20 +270,13 @@ def with_hours(five: DataFrame, params: Params) -> DataFrame:
     slope = ("CASE WHEN h_samples >= 2 AND h_first_ts < h_last_ts THEN "
              "(h_hxy - h_hx * h_sum / h_samples) / (h_hxx - h_hx * h_hx / h_samples) END")
     hour = {c: f"h_{c}" for c in _HOUR_MERGE if c in ROLLUP_COLUMNS or c in SIGNAL_COLUMNS}
-    hour.update({**{k: k for k in KEYS}, "resets": "CAST(h_resets AS INT)",
-        "window": "'1h'", "window_start": "hour_start",
-        "window_end": "timestamp_micros(unix_micros(hour_start) + 3600000000L)",
-        "mean": "CASE WHEN h_samples > 0 THEN h_sum / h_samples END", "slope_per_s": slope,
-        "p95": nearest_rank("h_vals", "0.95D"),
-        "quantiles": f"CASE WHEN size(h_vals) > 0 THEN transform({arr}, q -> {nearest_rank('h_vals', 'q')}) END",
-        "rate_per_s": "CASE WHEN h_covered_s > 0 THEN h_delta / h_covered_s END",
-        "date": "date_format(hour_start, 'yyyy-MM-dd')", "hour": "date_format(hour_start, 'HH')"})
-    minute = {c: c for c in (*ROLLUP_COLUMNS, *SIGNAL_COLUMNS)}
-    minute.update({
-        "window": "'5m'", "window_end": "timestamp_micros(unix_micros(window_start) + 300000000L)",
-        "rate_per_s": "CASE WHEN covered_s > 0 THEN delta / covered_s END",
-        "date": "date_format(window_start, 'yyyy-MM-dd')", "hour": "date_format(window_start, 'HH')"})
+    hour.update({**{k: k for k in KEYS}, "resets": "CAST(h_resets AS INT)", "window_start": "hour_start",
+                 "mean": "CASE WHEN h_samples > 0 THEN h_sum / h_samples END", "slope_per_s": slope,
+                 "p95": nearest_rank("h_vals", "0.95D"),
+                 "quantiles": f"CASE WHEN size(h_vals) > 0 THEN transform({arr}, q -> {nearest_rank('h_vals', 'q')}) END",
+                 **_window_columns("1h", "hour_start", 3600, delta="h_delta", covered="h_covered_s")})
     cols = [*ROLLUP_COLUMNS, *SIGNAL_COLUMNS]
+    minute = {**{c: c for c in cols}, **_window_columns("5m", "window_start", 300)}
 
     def struct(exprs: dict[str, str]) -> str:
         return "named_struct(" + ", ".join(f"'{c}', {exprs[c]}" for c in cols) + ")"
@@ -301,14 +293,19 @@ def rollup(samples: DataFrame, window: str, params: Params) -> DataFrame:
     return both.where(f"window = '{window}'").select(*ROLLUP_COLUMNS)
 
 
+def _window_columns(window: str, start: str, secs: int, *, delta: str = "delta",
+                    covered: str = "covered_s") -> dict[str, str]:
+    """SQL of the columns a rollup row derives from its window (5m, 1h, 1d alike): its name, end,
+    counter rate and gold partition (``date``, ``hour`` of its start)."""
+    return {"window": f"'{window}'", "window_end": f"timestamp_micros(unix_micros({start}) + {secs * 1_000_000}L)",
+            "rate_per_s": f"CASE WHEN {covered} > 0 THEN {delta} / {covered} END",
+            "date": f"date_format({start}, 'yyyy-MM-dd')", "hour": f"date_format({start}, 'HH')"}
+
+
 def _finish(df: DataFrame, window: str, secs: int) -> DataFrame:
-    """Gold columns of ``window`` rows: the window's end, the rate, the partition."""
-    return df.selectExpr(
-        "*", f"'{window}' AS window",
-        f"timestamp_micros(unix_micros(window_start) + {secs * 1_000_000}L) AS window_end",
-        "CASE WHEN covered_s > 0 THEN delta / covered_s END AS rate_per_s",
-        "date_format(window_start, 'yyyy-MM-dd') AS date", "date_format(window_start, 'HH') AS hour",
-    ).select(*ROLLUP_COLUMNS)
+    """Gold columns of ``window`` rows: :func:`_window_columns` added to the aggregates."""
+    derived = _window_columns(window, "window_start", secs)
+    return df.selectExpr("*", *[f"{e} AS {c}" for c, e in derived.items()]).select(*ROLLUP_COLUMNS)
 
 
 def _ordered_sum(col: str) -> str:
