@@ -131,8 +131,10 @@ def test_day_p95_merges_hourly_sketches(spark: Any, tmp_path: Path) -> None:
 def test_quantiles_are_exact_nearest_ranks_at_any_count(spark: Any, tmp_path: Path) -> None:
     """A one-second collector's hour (3,600 samples, shuffled): every quantile is the exact
     ``ceil(q * n)``-th value, where a 1000-accuracy sketch is approximate past 500 samples; the
-    hour, merged from its twelve 5-minute windows, equals the hour computed from its samples."""
+    hour, merged from its twelve 5-minute windows, equals the hour computed from its samples
+    (its least-squares slope too, fitted here in Python on the samples themselves)."""
     import random
+    from statistics import linear_regression
 
     values = [float(v) for v in range(1, 3601)]
     random.Random(3).shuffle(values)
@@ -146,6 +148,9 @@ def test_quantiles_are_exact_nearest_ranks_at_any_count(spark: Any, tmp_path: Pa
     first_window = sorted(values[:300])
     five = min((r for r in rows if r["window"] == "5m"), key=lambda r: r["window_start"])
     assert five["samples"] == 300 and five["p95"] == first_window[284]  # ceil(0.95 * 300) = 285th
+    # Merged from the windows' sums of x, x² and x·value, the hour's slope is the fit of its samples.
+    assert hour["slope_per_s"] == pytest.approx(linear_regression(range(3600), values).slope, rel=1e-9, abs=1e-12)
+    assert five["slope_per_s"] == pytest.approx(linear_regression(range(300), values[:300]).slope, rel=1e-9)
 
 
 def test_intervals_epochs_and_runs_across_hours(spark: Any, tmp_path: Path) -> None:
