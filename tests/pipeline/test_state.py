@@ -112,7 +112,12 @@ def test_hours_to_read_is_known_before_spark_starts(tmp_path: Path) -> None:
     """The hourly run (one new hour after three processed) reads two lake hours, so it gets the light
     JVM of a small run; a full run reads them all; a remote lake is not listed without Spark."""
     from pipeline.run import SMALL_RUN_HOURS, hours_to_read, settings_fingerprint
-    from pipeline.spark import SMALL_RUN_JVM_OPTIONS, SMALL_RUN_SPLIT_BYTES, session_conf
+    from pipeline.spark import (
+        LARGE_RUN_JVM_OPTIONS,
+        SMALL_RUN_JVM_OPTIONS,
+        SMALL_RUN_SPLIT_BYTES,
+        session_conf,
+    )
     from pipeline.thresholds import Thresholds
 
     lake, out = tmp_path / "lake", tmp_path / "gold"
@@ -128,11 +133,15 @@ def test_hours_to_read_is_known_before_spark_starts(tmp_path: Path) -> None:
     assert hours_to_read("hdfs://nn/lake", str(out)) is None
     small = session_conf(small=True)
     assert SMALL_RUN_JVM_OPTIONS in small["spark.driver.extraJavaOptions"]
+    assert LARGE_RUN_JVM_OPTIONS not in small["spark.driver.extraJavaOptions"]  # one collector, not two
+    assert LARGE_RUN_JVM_OPTIONS in session_conf()["spark.driver.extraJavaOptions"]
     assert small["spark.sql.adaptive.enabled"] == "false"
     # An hour's file (five row groups from the exporter) is read in several tasks, not one.
     assert small["spark.sql.files.maxPartitionBytes"] == str(SMALL_RUN_SPLIT_BYTES)
     assert "spark.sql.files.maxPartitionBytes" not in session_conf()
     assert "-XX:SharedArchiveFile=x.jsa" in session_conf(small=True, jvm_options="-XX:SharedArchiveFile=x.jsa")[
         "spark.driver.extraJavaOptions"]
-    assert SMALL_RUN_JVM_OPTIONS not in session_conf(local=False, small=True)["spark.driver.extraJavaOptions"]
+    for small_run in (True, False):  # a cluster's driver keeps its own JVM options
+        remote = session_conf(local=False, small=small_run)["spark.driver.extraJavaOptions"]
+        assert SMALL_RUN_JVM_OPTIONS not in remote and LARGE_RUN_JVM_OPTIONS not in remote
     assert session_conf()["spark.sql.adaptive.enabled"] == "true"
