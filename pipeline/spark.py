@@ -45,7 +45,7 @@ DEFAULT_SHUFFLE_PARTITIONS = 4
 SMALL_RUN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # JVM options of a larger run's driver (local launch only): the throughput collector instead of G1.
 # A batch job has no pauses to keep short, and G1's barriers and concurrent threads cost CPU on
-# every allocation-heavy task: on 10M rows the job and Spark's floor alike were ~15 % faster
+# every allocation-heavy task: on 10M rows the job and Spark's floor alike were ~13 % faster
 # (docs/benchmarks.md), in the same bounded heap.
 LARGE_RUN_JVM_OPTIONS = "-XX:+UseParallelGC"
 # A small run's largest file split: an hour of 100 queues is about 2 MB in five row groups.
