@@ -7,7 +7,10 @@ target with ``UNION ALL`` so that one cycle is one round trip. Inside a block:
 * ``{name}`` is a *fragment*: a quoted identifier (``{table}``, ``{key}``, ...) or a validated
   integer from config. Fragments are rendered by :func:`fragments_for` from config, always quoted.
 * ``:name`` is a *bound value*: it becomes the driver's placeholder and the value travels
-  separately. A list value expands to one placeholder per element (for ``IN (:values)``).
+  separately. A list value expands to one placeholder per element (for ``IN (:values)``). A
+  :class:`Cast` value (or list element) is still bound, its placeholder wrapped in
+  ``CAST(? AS <type>)``: how SQL Server is told the type a value is compared in (see
+  :func:`queueops.coltypes.bind_status_values`).
 
 Placeholders inside string literals and comments are left alone.
 """
@@ -31,6 +34,23 @@ _TOKEN = re.compile(
     r"|(?P<param>:(?P<pname>[a-zA-Z_][a-zA-Z0-9_]*))"
     r"|(?P<pct>%)",
 )
+
+
+# The types a Cast may name: a short, fixed vocabulary (never text from config or a catalog).
+_CAST_TYPE = re.compile(r"[a-z]+(\(\d{1,4}\))?")
+
+
+@dataclass(frozen=True)
+class Cast:
+    """A bound value whose placeholder is rendered ``CAST(? AS sql_type)``: the value still travels
+    as a parameter; only the type it is compared in is written into the statement."""
+
+    value: Any
+    sql_type: str
+
+    def __post_init__(self) -> None:
+        if not _CAST_TYPE.fullmatch(self.sql_type):
+            raise ValueError(f"not a plain SQL type name: {self.sql_type!r}")
 
 
 class MissingFragment(KeyError):
@@ -119,6 +139,13 @@ def render(text: str, dialect: str, fragments: Mapping[str, str], values: Mappin
     def placeholder() -> str:
         return "%s" if style == "pyformat" else "?"
 
+    def bind(value: Any) -> str:
+        if isinstance(value, Cast):
+            params.append(value.value)
+            return f"CAST({placeholder()} AS {value.sql_type})"
+        params.append(value)
+        return placeholder()
+
     def sub(m: re.Match[str]) -> str:
         if m.group("str") is not None or m.group("comment") is not None or m.group("cast"):
             text = m.group(0)
@@ -138,10 +165,8 @@ def render(text: str, dialect: str, fragments: Mapping[str, str], values: Mappin
             if isinstance(value, (list, tuple)):
                 if not value:
                     raise ValueError(f"{name or 'SQL'}: empty list bound for :{key}")
-                params.extend(value)
-                return ", ".join(placeholder() for _ in value)
-            params.append(value)
-            return placeholder()
+                return ", ".join(bind(v) for v in value)
+            return bind(value)
         return "%%" if style == "pyformat" else "%"
 
     sql = _TOKEN.sub(sub, text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from queueops import coltypes
 from queueops.actions.batches import run_batches
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import batch_count, layout_problem
@@ -77,7 +78,7 @@ def plan(ctx: PlanContext) -> Plan:
         warnings.append("no status_changed_at in config: age is measured from enqueued_at")
     cutoff = ctx.cutoff(opts.older_than_s)
     sqlf = ctx.sql("archive")
-    values = {"cutoff": cutoff, "done_values": list(q.done_values)}
+    values = {"cutoff": cutoff, "done_values": coltypes.bind_status_values(q.done_values, dialect)}
     count = int(ctx.session.run(sqlf.render("count", frags, {**values, "limit_n": opts.max_items or LIMIT_ALL}))[0]["n"])
     sample = ctx.session.run(sqlf.render("sample", frags, {**values, "sample_n": SAMPLE_ROWS}))
     steps = _steps(q, opts, frags, dialect, values, opts.batch_size)
@@ -130,7 +131,8 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     opts: ArchiveOptions = plan.options  # type: ignore[assignment]
     q = plan.queue
     frags = _frags(q, runner.dialect, plan.observed["archive"])
-    values = {"cutoff": plan.observed["cutoff"], "done_values": list(q.done_values)}
+    values = {"cutoff": plan.observed["cutoff"],
+              "done_values": coltypes.bind_status_values(q.done_values, runner.dialect)}
 
     def batch(n: int) -> list[Any]:
         with transaction(runner.session):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from queueops import coltypes
 from queueops.actions.batches import run_batches
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import batch_count
@@ -46,8 +47,8 @@ def _preset_rule(queue: Queue) -> tuple[str, str]:
     return presets.get(queue.preset).action_rule("requeue")
 
 
-def _values(queue: Queue, cutoff: Any) -> dict[str, Any]:
-    return {"cutoff": cutoff, "processing_values": list(queue.processing_values),
+def _values(queue: Queue, cutoff: Any, dialect: str) -> dict[str, Any]:
+    return {"cutoff": cutoff, "processing_values": coltypes.bind_status_values(queue.processing_values, dialect),
             "ready_value": queue.ready_values[0]}
 
 
@@ -57,7 +58,7 @@ def plan(ctx: PlanContext) -> Plan:
     timeout = opts.lease_timeout_s or q.lease_timeout_s
     cutoff = ctx.cutoff(timeout)
     sqlf, frags, kind = ctx.sql("requeue"), ctx.frags(), q.kind
-    values = _values(q, cutoff)
+    values = _values(q, cutoff, ctx.dialect)
     limit = opts.max_items or LIMIT_ALL
     # Lease items whose error is set failed: never released (blocks *_unfailed).
     unfailed = "_unfailed" if kind == "lease" and q.error_column else ""
@@ -98,7 +99,7 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     q = plan.queue
     sqlf = runner.sql("requeue")
     frags = fragments_for(q, runner.dialect)
-    values = _values(q, plan.observed["cutoff"])
+    values = _values(q, plan.observed["cutoff"], runner.dialect)
 
     def batch(n: int) -> list[Any]:
         rows = runner.execute(sqlf.render(plan.observed["block"], frags, {**values, "batch_n": n}), step="batch")

@@ -36,9 +36,11 @@ def _integral(value: Any) -> bool:
         return False
 
 
-def _pending(queue: Queue) -> dict[str, Any]:
+def _pending(queue: Queue, dialect: str) -> dict[str, Any]:
     # A processing item may come back (requeue, failure): keep it reachable too.
-    return {"pending_values": list(queue.ready_values) + list(queue.processing_values)} if queue.kind == "status" else {}
+    if queue.kind != "status":
+        return {}
+    return {"pending_values": coltypes.bind_status_values([*queue.ready_values, *queue.processing_values], dialect)}
 
 
 def plan(ctx: PlanContext) -> Plan:
@@ -52,7 +54,7 @@ def plan(ctx: PlanContext) -> Plan:
         if p.field in ("key", "watermark.column"):
             raise ActionError(f"{p.field} = {p.value!r} {p.message.removesuffix('; watermark_drift not collected')}"
                               "; nothing to reset")
-    obs = ctx.session.run(sqlf.render(f"observe_{q.kind}", frags, _pending(q)))[0]
+    obs = ctx.session.run(sqlf.render(f"observe_{q.kind}", frags, _pending(q, ctx.dialect)))[0]
     if int(obs["wm_rows"]) != 1:
         raise ActionError(f"watermark table {q.watermark.table!r} has {obs['wm_rows']} rows; a watermark is one row")
     old, lowest = obs["old_value"], obs["lowest_pending"]
@@ -66,7 +68,7 @@ def plan(ctx: PlanContext) -> Plan:
     new = new_watermark(lowest, buffer)
     stranded = int(obs["stranded"])
     sample = ctx.session.run(sqlf.render(f"sample_{q.kind}", frags,
-                                         {**_pending(q), "old_value": old, "sample_n": SAMPLE_ROWS}))
+                                         {**_pending(q, ctx.dialect), "old_value": old, "sample_n": SAMPLE_ROWS}))
     apply = sqlf.render("apply", frags, {"new_value": new, "old_value": old})
     changes = new != old
     warnings = []

@@ -237,3 +237,91 @@ def test_seek_or_scan_from_the_index_catalog_of_real_schemas(tmp_path: Path) -> 
     # The catalog statement itself parses and binds one value.
     stmt = sqlfiles.load("mssql", "catalog_indexes").render(values={"qualified_table": "[dbo].[SimpleQueue]"})
     assert placeholders(parse(stmt)) == len(stmt.params) == 1
+
+
+STATUS_QUEUES = """
+[[queues]]
+name = "odd_statuses"
+target = "sql"
+kind = "status"
+table = "Jobs"
+key = "Id"
+enqueued_at = "CreatedAt"
+status_column = "State"
+status_changed_at = "ChangedAt"
+ready_values = ["new", "prêt"]
+processing_values = ["running"]
+done_values = ["done"]
+
+[[queues]]
+name = "int_statuses"
+target = "sql"
+kind = "status"
+table = "Work"
+key = "Id"
+enqueued_at = "CreatedAt"
+status_column = "Code"
+status_changed_at = "ChangedAt"
+ready_values = [0]
+processing_values = [1]
+done_values = [2]
+"""
+
+
+def _status_in_lists(trees: list[exp.Expression], column: str) -> list[list[exp.Expression]]:
+    """The elements of every ``<column> IN (...)`` in the statements."""
+    return [list(i.expressions) for t in trees for i in t.find_all(exp.In)
+            if isinstance(i.this, exp.Column) and i.this.name == column]
+
+
+def _kind(e: exp.Expression) -> str:
+    if isinstance(e, exp.Cast) and isinstance(e.this, exp.Placeholder):
+        return e.to.sql("tsql")
+    return "bound" if isinstance(e, exp.Placeholder) else f"unexpected {e.sql('tsql')}"
+
+
+def test_text_status_values_are_compared_as_varchar_so_the_status_index_is_sought(tmp_path: Path) -> None:
+    """pyodbc binds a str as nvarchar, which against a varchar status column converts the column
+    (non-sargable under a SQL collation: a scan of the status index per count, per cycle). Every
+    ``{status} IN (...)`` of the collectors and the actions casts an ASCII value to varchar (sought on
+    varchar and nvarchar columns alike); a non-ASCII value and integers stay plain parameters."""
+    from queueops.actions import requeue, watermark
+
+    cfg = load(tmp_path, STATUS_QUEUES)
+    target, odd, ints = cfg.targets[0], cfg.queue("odd_statuses"), cfg.queue("int_statuses")
+    seen = 0
+    for name in ("depth", "oldest_age_s", "stuck_leases"):
+        (stmt,) = runner.build_statements(registry.by_name(name), target, [odd, ints])
+        trees = parse(stmt)
+        assert placeholders(trees) == len(stmt.params), name
+        # Values still travel as parameters, as they were configured: nothing is inlined.
+        assert not any(isinstance(p, sqlfiles.Cast) for p in stmt.params)
+        assert "'new'" not in stmt.sql and "'running'" not in stmt.sql
+        for elements in _status_in_lists(trees, "State"):
+            kinds = [_kind(e) for e in elements]
+            assert kinds in (["VARCHAR(8000)", "bound"], ["VARCHAR(8000)"]), (name, kinds)  # "prêt" stays nvarchar
+            seen += 1
+        for elements in _status_in_lists(trees, "Code"):
+            assert [_kind(e) for e in elements] == ["bound"], name
+    assert seen >= 4  # depth's ready / processing / done, oldest_age_s, stuck_leases
+    # The actions' WHERE clauses: requeue's UPDATE, archive's DELETE, the watermark's pending rows.
+    values = requeue._values(odd, "2026-01-01", "mssql")
+    stmt = sqlfiles.load("mssql", "actions/requeue").render(
+        "batch_status", {"status_changed_at": "[ChangedAt]", **fragments_for(odd, "mssql")}, {**values, "batch_n": 10})
+    assert [[_kind(e) for e in el] for el in _status_in_lists(parse(stmt), "State")] == [["VARCHAR(8000)"]]
+    assert watermark._pending(odd, "mssql")["pending_values"] == [
+        sqlfiles.Cast("new", "varchar(8000)"), "prêt", sqlfiles.Cast("running", "varchar(8000)")]
+    # PostgreSQL types the values in the statement itself (ARRAY[...]::{status_type}[]): no cast there.
+    assert requeue._values(odd, "2026-01-01", "postgresql")["processing_values"] == ["running"]
+
+
+def test_a_cast_names_a_plain_type_only() -> None:
+    stmt = sqlfiles.render("x IN (:v)", "postgresql", {}, {"v": [sqlfiles.Cast("a", "text"), 2]})
+    assert (stmt.sql, stmt.params) == ("x IN (CAST(%s AS text), %s)", ("a", 2))
+    for bad in ("varchar(8000)) OR 1=1 --", "varchar(max)", "nvarchar(4000) COLLATE x", ""):
+        try:
+            sqlfiles.Cast("a", bad)
+        except ValueError as exc:
+            assert "plain SQL type" in str(exc)
+        else:
+            raise AssertionError(f"accepted {bad!r}")
