@@ -158,27 +158,29 @@ def coerce_values(values: Sequence[Any], ctype: ColumnType | None) -> list[Any]:
     return list(values)
 
 
-# What an ASCII text status value is compared in on SQL Server (see bind_status_values).
-MSSQL_STATUS_TEXT = "varchar(8000)"
+# What an ASCII text value is compared in on SQL Server (see bind_compared_values).
+MSSQL_COMPARED_TEXT = "varchar(8000)"
 
 
-def bind_status_values(values: Sequence[Any], dialect: str) -> list[Any]:
-    """Status values as a statement binds them for ``{status} IN (:values)``.
+def bind_compared_values(values: Sequence[Any], dialect: str) -> list[Any]:
+    """Values a statement compares with a queue table's column, ``{col} IN (:values)``: status
+    values, and the keys an action picked.
 
-    SQL Server: pyodbc sends a Python string as ``nvarchar``. Against a ``varchar`` status
-    column, ``nvarchar`` wins by data type precedence, so the *column* is converted
+    SQL Server: pyodbc sends a Python string as ``nvarchar``. Against a ``varchar`` column,
+    ``nvarchar`` wins by data type precedence, so the *column* is converted
     (``CONVERT_IMPLICIT``), and under a SQL collation (``SQL_Latin1_General_CP1_CI_AS``, the
-    default of US-English installs) that makes the predicate non-sargable: the status index is
-    scanned instead of sought, by every bounded count of every cycle and by an action's
-    ``UPDATE`` / ``DELETE`` (with a lock on every row it reads). A value cast to ``varchar`` is
-    sought on both kinds of column: on ``varchar`` it is the column's own type, on ``nvarchar``
-    the *value* is converted up, and the column keeps its index. Only ASCII text is cast, since
-    it is the same in every code page; any other value stays ``nvarchar``, exact. Integers (an
-    integer status column) and PostgreSQL values (typed by the statement itself) are unchanged.
+    default of US-English installs) that makes the predicate non-sargable: the index is scanned
+    instead of sought, by every bounded count of every cycle and by an action's ``UPDATE`` /
+    ``DELETE`` (with a lock on every row it reads). A value cast to ``varchar`` is sought on both
+    kinds of column: on ``varchar`` it is the column's own type, on ``nvarchar`` (or a
+    ``uniqueidentifier`` key) the *value* is converted up, and the column keeps its index. Only
+    ASCII text is cast, since it is the same in every code page; any other value stays
+    ``nvarchar``, exact. Integers and PostgreSQL values (typed by the statement itself) are
+    unchanged.
     """
     if dialect != "mssql":
         return list(values)
-    return [sqlfiles.Cast(v, MSSQL_STATUS_TEXT) if isinstance(v, str) and v.isascii() else v for v in values]
+    return [sqlfiles.Cast(v, MSSQL_COMPARED_TEXT) if isinstance(v, str) and v.isascii() else v for v in values]
 
 
 def problems(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -> list[TypeProblem]:

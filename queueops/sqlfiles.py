@@ -10,7 +10,7 @@ target with ``UNION ALL`` so that one cycle is one round trip. Inside a block:
   separately. A list value expands to one placeholder per element (for ``IN (:values)``). A
   :class:`Cast` value (or list element) is still bound, its placeholder wrapped in
   ``CAST(? AS <type>)``: how SQL Server is told the type a value is compared in (see
-  :func:`queueops.coltypes.bind_status_values`).
+  :func:`queueops.coltypes.bind_compared_values`).
 
 Placeholders inside string literals and comments are left alone.
 """

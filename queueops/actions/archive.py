@@ -78,7 +78,7 @@ def plan(ctx: PlanContext) -> Plan:
         warnings.append("no status_changed_at in config: age is measured from enqueued_at")
     cutoff = ctx.cutoff(opts.older_than_s)
     sqlf = ctx.sql("archive")
-    values = {"cutoff": cutoff, "done_values": coltypes.bind_status_values(q.done_values, dialect)}
+    values = {"cutoff": cutoff, "done_values": coltypes.bind_compared_values(q.done_values, dialect)}
     count = int(ctx.session.run(sqlf.render("count", frags, {**values, "limit_n": opts.max_items or LIMIT_ALL}))[0]["n"])
     sample = ctx.session.run(sqlf.render("sample", frags, {**values, "sample_n": SAMPLE_ROWS}))
     steps = _steps(q, opts, frags, dialect, values, opts.batch_size)
@@ -109,7 +109,7 @@ def _steps(q: Queue, opts: ArchiveOptions, frags: dict[str, str], dialect: str, 
     from queueops import sqlfiles
 
     sqlf = sqlfiles.load(dialect, "actions/archive")
-    ids = {"item_ids": item_ids or ["<picked keys>"]}
+    ids = {"item_ids": coltypes.bind_compared_values(item_ids, dialect) if item_ids else ["<picked keys>"]}
     steps = [Step("pick", sqlf.render("pick", frags, {**values, "batch_n": n}), repeat=True)]
     if q.data_table:
         if opts.mode == "move":
@@ -132,7 +132,7 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     q = plan.queue
     frags = _frags(q, runner.dialect, plan.observed["archive"])
     values = {"cutoff": plan.observed["cutoff"],
-              "done_values": coltypes.bind_status_values(q.done_values, runner.dialect)}
+              "done_values": coltypes.bind_compared_values(q.done_values, runner.dialect)}
 
     def batch(n: int) -> list[Any]:
         with transaction(runner.session):

@@ -48,7 +48,7 @@ def _preset_rule(queue: Queue) -> tuple[str, str]:
 
 
 def _values(queue: Queue, cutoff: Any, dialect: str) -> dict[str, Any]:
-    return {"cutoff": cutoff, "processing_values": coltypes.bind_status_values(queue.processing_values, dialect),
+    return {"cutoff": cutoff, "processing_values": coltypes.bind_compared_values(queue.processing_values, dialect),
             "ready_value": queue.ready_values[0]}
 
 

@@ -40,7 +40,7 @@ def _pending(queue: Queue, dialect: str) -> dict[str, Any]:
     # A processing item may come back (requeue, failure): keep it reachable too.
     if queue.kind != "status":
         return {}
-    return {"pending_values": coltypes.bind_status_values([*queue.ready_values, *queue.processing_values], dialect)}
+    return {"pending_values": coltypes.bind_compared_values([*queue.ready_values, *queue.processing_values], dialect)}
 
 
 def plan(ctx: PlanContext) -> Plan:

@@ -280,12 +280,15 @@ def _kind(e: exp.Expression) -> str:
     return "bound" if isinstance(e, exp.Placeholder) else f"unexpected {e.sql('tsql')}"
 
 
-def test_text_status_values_are_compared_as_varchar_so_the_status_index_is_sought(tmp_path: Path) -> None:
+def test_text_values_are_compared_as_varchar_so_the_index_is_sought(tmp_path: Path) -> None:
     """pyodbc binds a str as nvarchar, which against a varchar status column converts the column
     (non-sargable under a SQL collation: a scan of the status index per count, per cycle). Every
     ``{status} IN (...)`` of the collectors and the actions casts an ASCII value to varchar (sought on
-    varchar and nvarchar columns alike); a non-ASCII value and integers stay plain parameters."""
-    from queueops.actions import requeue, watermark
+    varchar and nvarchar columns alike), and so does archive with the text keys it picked; a
+    non-ASCII value and integers stay plain parameters."""
+    from queueops import coltypes
+    from queueops.actions import archive, requeue, watermark
+    from queueops.actions.model import ArchiveOptions
 
     cfg = load(tmp_path, STATUS_QUEUES)
     target, odd, ints = cfg.targets[0], cfg.queue("odd_statuses"), cfg.queue("int_statuses")
@@ -309,6 +312,13 @@ def test_text_status_values_are_compared_as_varchar_so_the_status_index_is_sough
     stmt = sqlfiles.load("mssql", "actions/requeue").render(
         "batch_status", {"status_changed_at": "[ChangedAt]", **fragments_for(odd, "mssql")}, {**values, "batch_n": 10})
     assert [[_kind(e) for e in el] for el in _status_in_lists(parse(stmt), "State")] == [["VARCHAR(8000)"]]
+    # Archive: the batch's DELETE re-checks the done statuses and seeks the picked keys (text keys cast too).
+    steps = archive._steps(odd, ArchiveOptions(), archive._frags(odd, "mssql", {}), "mssql",
+                           {"cutoff": "2026-01-01", "done_values": coltypes.bind_compared_values(["done"], "mssql")},
+                           10, ["k-1", "k-2", 3])
+    delete = parse(next(s.statement for s in steps if s.label == "delete queue rows"))
+    assert [[_kind(e) for e in el] for el in _status_in_lists(delete, "State")] == [["VARCHAR(8000)"]]
+    assert [[_kind(e) for e in el] for el in _status_in_lists(delete, "Id")] == [["VARCHAR(8000)"] * 2 + ["bound"]]
     assert watermark._pending(odd, "mssql")["pending_values"] == [
         sqlfiles.Cast("new", "varchar(8000)"), "prêt", sqlfiles.Cast("running", "varchar(8000)")]
     # PostgreSQL types the values in the statement itself (ARRAY[...]::{status_type}[]): no cast there.
