@@ -57,7 +57,9 @@ from queueops.lab.pgserver import EmbeddedPostgres  # noqa: E402
 
 KINDS = ("delete", "status", "lease", "due")
 
-# One template per kind; {t} is a generated, fixed identifier (bench.q_00042), never input.
+# One template per kind; {t} is a generated, fixed identifier (bench.q_00042), never input. %(m)s is
+# the rows per table; %(f)s the items in flight of a status (processing) or lease (leased) queue:
+# the newest rows of every 100th (status) or 50th (lease), at most 1 % and 2 % of the rows.
 DDL = {
     "delete": [
         "CREATE TABLE {t} (id bigint PRIMARY KEY, enqueued_at timestamptz NOT NULL)",
@@ -68,7 +70,8 @@ DDL = {
     "status": [
         "CREATE TABLE {t} (id bigint PRIMARY KEY, status smallint NOT NULL, enqueued_at timestamptz NOT NULL, "
         "status_changed_at timestamptz NOT NULL)",
-        "INSERT INTO {t} SELECT g, CASE WHEN g %% 100 < 10 THEN 0 WHEN g %% 100 = 10 THEN 1 ELSE 2 END, "
+        "INSERT INTO {t} SELECT g, CASE WHEN g %% 100 < 10 THEN 0 WHEN g %% 100 = 10 AND g > %(m)s - 100 * %(f)s "
+        "THEN 1 ELSE 2 END, "
         "now() - make_interval(secs => %(m)s - g), now() - make_interval(secs => (%(m)s - g) / 2) "
         "FROM generate_series(1, %(m)s) AS g",
         "CREATE INDEX ON {t} (status, id)",
@@ -76,7 +79,8 @@ DDL = {
     "lease": [
         "CREATE TABLE {t} (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, leased_at timestamptz)",
         "INSERT INTO {t} SELECT g, now() - make_interval(secs => %(m)s - g), "
-        "CASE WHEN g %% 50 = 0 THEN now() - make_interval(secs => g %% 600) END FROM generate_series(1, %(m)s) AS g",
+        "CASE WHEN g %% 50 = 0 AND g > %(m)s - 50 * %(f)s THEN now() - make_interval(secs => g %% 600) END "
+        "FROM generate_series(1, %(m)s) AS g",
         "CREATE INDEX ON {t} (created_at, id) WHERE leased_at IS NULL",
         "CREATE INDEX ON {t} (leased_at) WHERE leased_at IS NOT NULL",
     ],
@@ -146,8 +150,12 @@ BENCH_PAGES = ("SELECT c.oid::regclass::text AS name, c.relpages AS pages, c.rel
                "WHERE c.relnamespace = 'bench'::regnamespace AND c.relkind = 'r'")
 
 
-def build(conn: Any, queues: int, rows: int) -> None:
+def build(conn: Any, queues: int, rows: int, in_flight: int | None = None) -> None:
     """The tables, vacuumed until every page is all-visible (``all_visible_pct``).
+
+    ``in_flight``: processing items per status queue and leased items per lease queue; by default
+    1 % and 2 % of the rows (1,000 and 2,000 of 100,000: far more than a queue's workers hold, and
+    each processing item's ``status_changed_at`` is read from the heap every cycle).
 
     Autovacuum is off on them: an ANALYZE it runs on one table holds a snapshot, and a VACUUM of
     another table meanwhile cannot mark that table's pages all-visible. Such pages make every
@@ -158,7 +166,7 @@ def build(conn: Any, queues: int, rows: int) -> None:
     for i in range(queues):
         table = f"bench.q_{i:05d}"
         for stmt in DDL[KINDS[i % len(KINDS)]]:
-            conn.execute(stmt.format(t=table), {"m": rows})
+            conn.execute(stmt.format(t=table), {"m": rows, "f": rows if in_flight is None else in_flight})
             if stmt.startswith("CREATE TABLE"):
                 name = stmt.split()[2].format(t=table)
                 conn.execute(f"ALTER TABLE {name} SET (autovacuum_enabled = off)")
@@ -304,7 +312,7 @@ def config_for(url: str, password: str, queues: int) -> config_mod.Config:
 
 
 @contextlib.contextmanager
-def bench_server(queues: int, rows: int) -> Iterator[tuple[str, str, float, int]]:
+def bench_server(queues: int, rows: int, in_flight: int | None = None) -> Iterator[tuple[str, str, float, int]]:
     """A throw-away embedded PostgreSQL with the benchmark's tables built: (url, password, build
     seconds, database bytes); removed on exit."""
     base = Path(tempfile.mkdtemp(prefix="queueops-bench-"))
@@ -316,7 +324,7 @@ def bench_server(queues: int, rows: int) -> Iterator[tuple[str, str, float, int]
 
         t0 = time.perf_counter()
         with psycopg.connect(info.url(), password=srv.password(), autocommit=True) as conn:
-            build(conn, queues, rows)
+            build(conn, queues, rows, in_flight)
             size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
         yield info.url(), srv.password(), time.perf_counter() - t0, size
     finally:
@@ -340,17 +348,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small-queues", type=int, default=None, help="the smaller N (default: N/10, at least one queue of each kind)")
     ap.add_argument("--cap", type=int, default=runner.COUNT_CAP,
                     help=f"count cap (default {runner.COUNT_CAP}; to compare what a larger exact range costs)")
+    ap.add_argument("--in-flight", type=int, default=None, metavar="N",
+                    help="items in flight per status queue (processing) and lease queue (leased); default 1 %% "
+                         "and 2 %% of --rows, far more than a queue's workers hold (each is judged every cycle)")
     ap.add_argument("--no-cleared", action="store_true",
                     help="skip the second measurement with every page not all-visible (a table changed since its "
                          "last vacuum)")
     args = ap.parse_args(argv)
     if args.queues < 1 or args.rows < 1 or args.cycles < 1:
         ap.error("--queues, --rows and --cycles must be positive")
+    if args.in_flight is not None and not 0 <= args.in_flight <= args.rows // 100:
+        ap.error(f"--in-flight must be between 0 and 1 % of --rows ({args.rows // 100})")
     runner.COUNT_SKIP_ABOVE = runner.COUNT_SKIP_ABOVE // runner.COUNT_CAP * args.cap  # the same multiple of the cap
     runner.COUNT_CAP = args.cap
     small = args.small_queues or min(args.queues, max(len(KINDS), args.queues // 10))
 
-    with bench_server(args.queues, args.rows) as (url, password, build_s, size):
+    with bench_server(args.queues, args.rows, args.in_flight) as (url, password, build_s, size):
         import psycopg
 
         with psycopg.connect(url, password=password, autocommit=True) as admin:
@@ -367,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "benchmark": "collect_cycle",
         "rows_per_queue": args.rows,
+        # Processing items per status queue, leased per lease queue (null: 1 % and 2 % of the rows).
+        "in_flight": args.in_flight,
         "count_cap": runner.COUNT_CAP,
         "count_skip_above": runner.COUNT_SKIP_ABOVE,
         "cycles": args.cycles,
