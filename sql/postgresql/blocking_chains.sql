@@ -1,6 +1,14 @@
--- blocking_chains (target): who waits behind whom, from pg_blocking_pids(). It is called only
--- for sessions that wait on a lock right now (it takes the lock manager's partition locks, so
--- never for every backend).
+-- blocking_chains (target): who waits behind whom, from one read of pg_locks. Only when a session
+-- of this database waits on a lock (pg_stat_activity, which reads without locks) is pg_locks read,
+-- once. Not pg_blocking_pids(): it takes the ProcArray lock and every lock-manager partition lock
+-- on each call, one call per waiting session, which stalls every commit and every lock taken
+-- meanwhile; on a saturated server sampled every second that cost 9 % of its throughput
+-- (docs/benchmarks.md, overhead).
+-- A waiting request is blocked by every session holding a conflicting lock on the same object
+-- (the documented conflict table of the eight table-lock modes, which row, transaction and
+-- advisory locks share), and by every session queued before it (earlier waitstart) for a
+-- conflicting mode: pg_blocking_pids' hard and soft blockers. A prepared transaction holding a
+-- lock is pid 0, as there. Parallel workers' lock groups are not merged (a worker is its own pid).
 --   blocked_sessions     sessions of this database waiting behind another session
 --   blocking_max_wait_s  the longest of those waits (pg_locks.waitstart to the clock after reading it)
 --   head_blockers        sessions that block others and wait for nobody themselves (often an
@@ -8,13 +16,51 @@
 --                        first, with pid, usename, application_name, state, transaction age, what
 --                        it runs, how many sessions wait behind it (whole chain) and the depth.
 -- @block main
-WITH RECURSIVE waiters AS (
-    SELECT a.pid, pg_blocking_pids(a.pid) AS blockers,
-           (SELECT min(l.waitstart) FROM pg_locks AS l WHERE l.pid = a.pid AND NOT l.granted) AS waitstart
-    FROM pg_stat_activity AS a
+WITH RECURSIVE lockwait AS (
+    SELECT a.pid FROM pg_stat_activity AS a
     WHERE a.wait_event_type = 'Lock' AND a.pid <> pg_backend_pid() AND a.datname = current_database()
+), l AS MATERIALIZED (
+    -- Read only when someone waits: an uncorrelated condition is a one-time filter above the scan.
+    SELECT pk.locktype, pk.database, pk.relation, pk.page, pk.tuple, pk.virtualxid, pk.transactionid,
+           pk.classid, pk.objid, pk.objsubid, coalesce(pk.pid, 0) AS pid, pk.mode, pk.granted,
+           coalesce(pk.waitstart, 'infinity'::timestamptz) AS queued
+    FROM pg_locks AS pk
+    WHERE EXISTS (SELECT 1 FROM lockwait) AND pk.pid IS DISTINCT FROM pg_backend_pid()
+), conflicts (a, b) AS (
+    SELECT m.a, x.b FROM (VALUES
+        ('AccessShareLock', ARRAY['AccessExclusiveLock']),
+        ('RowShareLock', ARRAY['ExclusiveLock', 'AccessExclusiveLock']),
+        ('RowExclusiveLock', ARRAY['ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock']),
+        ('ShareUpdateExclusiveLock', ARRAY['ShareUpdateExclusiveLock', 'ShareLock', 'ShareRowExclusiveLock',
+                                           'ExclusiveLock', 'AccessExclusiveLock']),
+        ('ShareLock', ARRAY['RowExclusiveLock', 'ShareUpdateExclusiveLock', 'ShareRowExclusiveLock',
+                            'ExclusiveLock', 'AccessExclusiveLock']),
+        ('ShareRowExclusiveLock', ARRAY['RowExclusiveLock', 'ShareUpdateExclusiveLock', 'ShareLock',
+                                        'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock']),
+        ('ExclusiveLock', ARRAY['RowShareLock', 'RowExclusiveLock', 'ShareUpdateExclusiveLock', 'ShareLock',
+                                'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock']),
+        ('AccessExclusiveLock', ARRAY['AccessShareLock', 'RowShareLock', 'RowExclusiveLock',
+                                      'ShareUpdateExclusiveLock', 'ShareLock', 'ShareRowExclusiveLock',
+                                      'ExclusiveLock', 'AccessExclusiveLock'])
+    ) AS m (a, bs) CROSS JOIN LATERAL unnest(m.bs) AS x (b)
 ), edges AS (
-    SELECT w.pid AS waiter, b.pid AS blocker FROM waiters AS w CROSS JOIN LATERAL unnest(w.blockers) AS b (pid)
+    SELECT DISTINCT w.pid AS waiter, o.pid AS blocker
+    FROM l AS w
+    JOIN lockwait AS lw ON lw.pid = w.pid
+    JOIN l AS o ON o.pid <> w.pid
+        AND o.locktype = w.locktype
+        AND o.database IS NOT DISTINCT FROM w.database AND o.relation IS NOT DISTINCT FROM w.relation
+        AND o.page IS NOT DISTINCT FROM w.page AND o.tuple IS NOT DISTINCT FROM w.tuple
+        AND o.virtualxid IS NOT DISTINCT FROM w.virtualxid AND o.transactionid IS NOT DISTINCT FROM w.transactionid
+        AND o.classid IS NOT DISTINCT FROM w.classid AND o.objid IS NOT DISTINCT FROM w.objid
+        AND o.objsubid IS NOT DISTINCT FROM w.objsubid
+        AND (o.granted OR o.queued < w.queued)
+    JOIN conflicts AS c ON c.a = w.mode AND c.b = o.mode
+    WHERE NOT w.granted
+), waiters AS (
+    SELECT lw.pid, (SELECT min(l.queued) FROM l WHERE l.pid = lw.pid AND NOT l.granted) AS waitstart,
+           EXISTS (SELECT 1 FROM edges AS e WHERE e.waiter = lw.pid) AS blocked
+    FROM lockwait AS lw
 ), heads AS (
     SELECT DISTINCT e.blocker AS pid FROM edges AS e
     WHERE NOT EXISTS (SELECT 1 FROM edges AS e2 WHERE e2.waiter = e.blocker)
@@ -36,15 +82,16 @@ WITH RECURSIVE waiters AS (
     FROM (SELECT * FROM per_head ORDER BY blocked DESC, head LIMIT 5) AS p
     LEFT JOIN pg_stat_activity AS a ON a.pid = p.head
 ), totals AS (
-    SELECT count(*) FILTER (WHERE cardinality(w.blockers) > 0) AS blocked,
-           coalesce(max(extract(epoch FROM clock_timestamp() - w.waitstart)) FILTER (WHERE cardinality(w.blockers) > 0), 0) AS max_wait_s
+    SELECT count(*) FILTER (WHERE w.blocked) AS blocked,
+           coalesce(max(extract(epoch FROM clock_timestamp() - w.waitstart))
+                    FILTER (WHERE w.blocked AND w.waitstart < 'infinity'), 0) AS max_wait_s
     FROM waiters AS w
 )
 SELECT '' AS queue, v.metric, v.value, v.note
 FROM totals AS t CROSS JOIN detail AS d
 CROSS JOIN (SELECT count(*) AS n FROM heads) AS h
 CROSS JOIN LATERAL (VALUES
-    ('blocked_sessions', t.blocked::float8, 'pg_blocking_pids'),
+    ('blocked_sessions', t.blocked::float8, 'pg_locks (waiting requests against held and earlier queued conflicting ones)'),
     ('blocking_max_wait_s', t.max_wait_s::float8, 'pg_locks.waitstart'),
     ('head_blockers', h.n::float8, coalesce(d.heads::text, '[]'))
 ) AS v (metric, value, note)

@@ -382,6 +382,33 @@ def test_a_blocking_chain_reports_its_head_depth_and_size(cfg, clean_lab) -> Non
             assert heads[0]["blocked"] == 2 and heads[0]["depth"] >= 1
 
 
+def test_blocking_chains_find_the_blockers_pg_blocking_pids_finds_queued_ones_too(cfg, clean_lab) -> None:  # noqa: ANN001
+    """The chains are built from one read of pg_locks (not pg_blocking_pids, which takes every lock
+    manager lock per call): a reader that conflicts only with a queued ACCESS EXCLUSIVE request, not
+    with the holder, is still blocked by that request, as pg_blocking_pids says."""
+    def lock_waiters() -> dict[int, list[int]]:
+        with clean_lab.connect() as conn:
+            return dict(conn.execute("SELECT pid, pg_blocking_pids(pid) FROM pg_stat_activity "
+                                     "WHERE wait_event_type = 'Lock' AND datname = current_database()").fetchall())
+
+    with holding(clean_lab.connect, "BEGIN", "SELECT count(*) FROM lab.q_due") as head:
+        head_pid = head.info.backend_pid
+        with waiting(clean_lab.connect, "BEGIN; LOCK TABLE lab.q_due IN ACCESS EXCLUSIVE MODE") as ddl:
+            assert wait_until(lambda: ddl in lock_waiters())
+            with waiting(clean_lab.connect, "SELECT count(*) FROM lab.q_due") as reader:
+                assert wait_until(lambda: reader in lock_waiters())
+                assert lock_waiters() == {ddl: [head_pid], reader: [ddl]}
+                c = collect(cfg, "blocking_chains")
+                assert c.value("", "blocked_sessions") == 2 and c.value("", "head_blockers") == 1
+                heads = json.loads(c.row("", "head_blockers").note)
+                assert [(h["pid"], h["blocked"], h["depth"]) for h in heads] == [(head_pid, 2, 2)]
+                assert c.value("", "blocking_max_wait_s") > 0
+    assert collect(cfg, "blocking_chains").value("", "blocked_sessions") == 0
+    # Nobody waits now: pg_locks is not read at all (its function scan is never executed).
+    scans = [n for n in nodes(explain(cfg, "blocking_chains")) if n.get("Function Name") == "pg_lock_status"]
+    assert scans and all(n.get("Actual Loops") == 0 for n in scans), scans
+
+
 def test_churn_lowers_density_and_raises_bloat_and_a_rebuild_restores_them(cfg, clean_lab) -> None:  # noqa: ANN001
     with clean_lab.connect() as conn:
         conn.execute("INSERT INTO lab.q_delete (enqueued_at) SELECT now() FROM generate_series(1, 20000)")
