@@ -1,16 +1,16 @@
 -- blocking_chains (target): who waits behind whom, from one read of pg_locks. Only when a session
 -- of this database waits on a lock (pg_stat_activity, which reads without locks) is pg_locks read,
 -- once. Not pg_blocking_pids(): it takes the ProcArray lock and every lock-manager partition lock
--- on each call, one call per waiting session, which stalls every commit and every lock taken
--- meanwhile: sampled every second, it (with lock_timeouts' own read of pg_locks, since gone) cost
--- a saturated server 9 % of its throughput (docs/benchmarks.md, overhead).
+-- on each call, one call per waiting session, which holds up commits and lock traffic
+-- meanwhile (PostgreSQL's documentation warns against calling it often; docs/benchmarks.md,
+-- overhead, has what sampling it every second measured).
 -- A waiting request is blocked by every session holding a conflicting lock on the same object
 -- (the documented conflict table of the eight table-lock modes, which row, transaction and
 -- advisory locks share), and by every session queued before it (earlier waitstart) for a
 -- conflicting mode: pg_blocking_pids' hard and soft blockers. pg_locks does not show the wait
 -- queue, so its order is taken from waitstart (PostgreSQL may queue a request ahead of earlier
--- ones to avoid a deadlock). A prepared transaction holding a
--- lock is pid 0, as there. Parallel workers' lock groups are not merged (a worker is its own pid).
+-- ones to avoid a deadlock). A prepared transaction holding a lock is pid 0, as there. Parallel
+-- workers' lock groups are not merged (a worker is its own pid).
 --   blocked_sessions     sessions of this database waiting behind another session
 --   blocking_max_wait_s  the longest of those waits (pg_locks.waitstart to the clock after reading it)
 --   head_blockers        sessions that block others and wait for nobody themselves (often an
