@@ -49,13 +49,11 @@ WITH RECURSIVE lockwait AS (
     SELECT DISTINCT w.pid AS waiter, o.pid AS blocker
     FROM l AS w
     JOIN lockwait AS lw ON lw.pid = w.pid
-    JOIN l AS o ON o.pid <> w.pid
-        AND o.locktype = w.locktype
-        AND o.database IS NOT DISTINCT FROM w.database AND o.relation IS NOT DISTINCT FROM w.relation
-        AND o.page IS NOT DISTINCT FROM w.page AND o.tuple IS NOT DISTINCT FROM w.tuple
-        AND o.virtualxid IS NOT DISTINCT FROM w.virtualxid AND o.transactionid IS NOT DISTINCT FROM w.transactionid
-        AND o.classid IS NOT DISTINCT FROM w.classid AND o.objid IS NOT DISTINCT FROM w.objid
-        AND o.objsubid IS NOT DISTINCT FROM w.objsubid
+    -- The same lockable object: pg_locks' tag columns, null where a lock type has no such part.
+    JOIN l AS o ON o.pid <> w.pid AND o.locktype = w.locktype
+        AND (o.database, o.relation, o.page, o.tuple, o.virtualxid, o.transactionid, o.classid, o.objid, o.objsubid)
+            IS NOT DISTINCT FROM
+            (w.database, w.relation, w.page, w.tuple, w.virtualxid, w.transactionid, w.classid, w.objid, w.objsubid)
         AND (o.granted OR o.queued < w.queued)
     JOIN conflicts AS c ON c.a = w.mode AND c.b = o.mode
     WHERE NOT w.granted

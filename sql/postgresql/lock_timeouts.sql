@@ -4,7 +4,7 @@
 --   lock_waiters_total   sessions of this database waiting for any lock right now: from
 --                        pg_stat_activity (wait_event_type 'Lock'), which reads without locks. The
 --                        same count from pg_locks would take every lock-manager partition lock each
---                        cycle, stalling every session that takes or releases a lock meanwhile.
+--                        cycle, holding up sessions that take or release a lock meanwhile.
 -- The runner adds probe_lock_timeouts: how many of its own collector statements were cancelled
 -- by lock_timeout / statement_timeout in the cycle (the console's probes, as docs/metrics.md says).
 -- @block main
