@@ -59,6 +59,8 @@ from benchmarks.labharness import (  # noqa: E402
 )
 
 QUEUES = ("delete", "status", "lease", "due", "ring")
+# The index each lab queue's dequeue scans (sql/postgresql/lab/schema.sql); the ring pops by key.
+DEQUEUE_INDEXES = {"delete": "q_delete_pkey", "status": "q_status_meta_ready", "lease": "q_lease_pop", "due": "q_due_due"}
 PROBE_WORKER = "probe"
 
 
@@ -147,6 +149,7 @@ class Window:
     cpu: dict[str, float] = field(default_factory=dict)
     items: int = 0
     per_queue: dict[str, int] = field(default_factory=dict)
+    index_reads: dict[str, tuple[int, int]] = field(default_factory=dict)  # index: (scans, entries read)
 
     @property
     def seconds(self) -> float:
@@ -181,6 +184,21 @@ def cpu_snapshot(lab: PrivateLab, workload_pid: int, children: list[Child]) -> d
     for c in children:
         out[c.name] = c.cpu_s() or 0.0
     return out
+
+
+def index_reads(lab: PrivateLab) -> dict[str, tuple[int, int]]:
+    """Scans and index entries read so far on each queue's dequeue index (pg_stat_user_indexes).
+
+    Entries read per scan is what a dequeue walks to find its item: dead entries at the head of the
+    index count until a scan may mark them dead, which it may not while any snapshot older than the
+    deleting transaction is open. The collectors' own scans of these indexes are included (a few per
+    cycle against hundreds of dequeues a second).
+    """
+    with lab.connect() as conn:
+        rows = conn.execute("SELECT indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes "
+                            "WHERE schemaname = 'lab' AND indexrelname = ANY(%s)",
+                            (list(DEQUEUE_INDEXES.values()),)).fetchall()
+    return {str(name): (int(scans or 0), int(read or 0)) for name, scans, read in rows}
 
 
 def status_rows(store: Path) -> int:
@@ -320,10 +338,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(args.settle)
                 w = Window(r, condition)
                 w.cpu = cpu_snapshot(lab, workload_pid, children)
+                reads0 = index_reads(lab)
                 w.db_t0, w.t0, w.wall_t0 = lab.db_now(), time.monotonic(), time.time()
                 time.sleep(args.seconds)
                 w.db_t1, w.t1, w.wall_t1 = lab.db_now(), time.monotonic(), time.time()
                 after = cpu_snapshot(lab, workload_pid, children)
+                reads1 = index_reads(lab)
+                w.index_reads = {k: (reads1[k][0] - v[0], reads1[k][1] - v[1]) for k, v in reads0.items() if k in reads1}
                 w.cpu = {k: round(after.get(k, 0.0) - w.cpu.get(k, 0.0), 2) for k in after}
                 for c in children:
                     if not c.alive():
@@ -346,6 +367,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         lab.destroy(keep=args.keep)
     return summarize(args, windows, probe, acts, cycles, skipped_runs, load_start, load_end,
                      lab.base if args.keep else None)
+
+
+def entries_per_scan(ws: list[Window]) -> dict[str, float | None]:
+    """Index entries read per scan of each queue's dequeue index, over the windows ``ws``."""
+    out: dict[str, float | None] = {}
+    for queue, index in DEQUEUE_INDEXES.items():
+        scans = sum(w.index_reads.get(index, (0, 0))[0] for w in ws)
+        read = sum(w.index_reads.get(index, (0, 0))[1] for w in ws)
+        out[queue] = round(read / scans, 1) if scans else None
+    return out
 
 
 def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, acts: list[dict[str, Any]],
@@ -408,6 +439,7 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
                 "per_window_items_per_s": [round(w.per_s, 1) for w in ws],
                 "per_queue_items_per_s": {q: round(sum(w.per_queue.get(q, 0) for w in ws)
                                                    / max(sum(w.seconds for w in ws), 1e-9), 1) for q in QUEUES},
+                "dequeue_index_entries_per_scan": entries_per_scan(ws),
                 "probe": probe_by[name],
                 "cpu_pct_of_one_core": {k: cpu_per_s(ws, k) for k in sorted({k for w in ws for k in w.cpu})},
             } for name, ws in (("baseline", base), ("console", cons))
