@@ -11,7 +11,8 @@ Run as a script it is the periodic action loop those runs start::
 
 one Python process that imports the action layer once and then plans and executes the actions
 round-robin (the CLI would pay a fresh interpreter and imports for every action, a cost an
-operator clicking in the console does not cause). One JSON line per action on stdout.
+operator clicking in the console does not cause). One JSON line per action to ``--out``. SIGUSR1
+pauses it once the action in progress is done, SIGUSR2 resumes it.
 """
 
 from __future__ import annotations
@@ -186,6 +187,12 @@ class Child:
                 self.proc.wait(timeout=10)
         return self.proc.returncode
 
+    def signal_group(self, sig: int) -> None:
+        """Send ``sig`` to the child's process group (the service's own children too)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, sig)
+
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
         if self.proc.poll() is None:
@@ -221,19 +228,30 @@ def _actions_loop(args: argparse.Namespace) -> int:
     from queueops import config as config_mod
 
     stop = False
+    paused = False
 
     def _stop(_signum: int, _frame: object) -> None:
         nonlocal stop
         stop = True
 
+    def _pause(signum: int, _frame: object) -> None:
+        # SIGUSR1 pauses after the action in progress (never inside its transaction), SIGUSR2 resumes.
+        nonlocal paused
+        paused = signum == signal.SIGUSR1
+
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGUSR1, _pause)
+    signal.signal(signal.SIGUSR2, _pause)
     cfg = config_mod.load(args.config)
     actor = roles.Actor("bench", "operator", "given")
     todo = [a.split(":", 1) for a in args.action]
     i = 0
     with open(args.out, "a", encoding="utf-8") as out:
         while not stop:
+            if paused:
+                time.sleep(0.1)
+                continue
             action, queue = todo[i % len(todo)]
             i += 1
             began = time.monotonic()

@@ -14,9 +14,12 @@ One run, on a private embedded PostgreSQL (a temporary folder, any free port):
   every ``--requeue-every`` seconds (one long-lived process, see ``labharness.actions-loop``);
 * **baseline** condition: the same workload, fault and probe, no console process at all.
 
-The two conditions alternate (ABBA order, ``--rounds`` pairs); a console window opens
-``--settle`` seconds after the service stored its first cycle and the action loop finished its
-first requeue (start-up is not the steady state) and lasts ``--seconds``. Throughput is counted afterwards from ``lab.ledger`` (items the
+The console processes start once, after the warm-up; the windows begin when the service has
+stored its first cycle and the action loop finished its first requeue (start-up is not the steady
+state). Then the two conditions alternate (ABBA order, ``--rounds`` pairs): for a baseline window
+the console is paused (the service stopped with SIGSTOP, the action loop paused between actions,
+none of their sessions active or in a transaction), for a console window resumed; each window
+opens ``--settle`` seconds after the switch and lasts ``--seconds``. Throughput is counted afterwards from ``lab.ledger`` (items the
 workload's consumers finished, by database time, per window). A probe (a thread of this
 script with its own connections) enqueues and dequeues lease items and attempts delete-queue
 dequeues all along, timing every dequeue statement: ``max_stall_ms`` is the longest one in the
@@ -25,8 +28,14 @@ console windows, beside the same figure for the baseline windows.
 Prints one JSON object: ``throughput_ratio`` (console / baseline items per second over all
 windows), ``cost_pct``, per-round ratios, per-condition throughput and probe latencies, and
 what the console itself used (CPU of the service, of the action loop and of the collector's
-database session, cycles run, requeues and their rows). The machine's load average is recorded
-at the start and the end: the figures are only as quiet as the machine was.
+database session, cycles run, requeues and their rows), and per condition the index entries
+read per scan of each queue's dequeue index. The machine's load average is recorded at the start
+and the end: the figures are only as quiet as the machine was.
+
+``--parts snapshot`` is a control: no console at all, only a session of this script holding a
+snapshot throughout the "console" windows (``SELECT pg_sleep(--hold-s)`` back to back). Every
+collector statement holds a snapshot while it runs, and dequeues cannot mark the index entries of
+items taken since as dead while it is open; the control shows what that alone costs.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import threading
@@ -130,6 +140,36 @@ class Probe:
             self.stop.wait(self.pause_s)
         if conn is not None:
             conn.close()
+
+
+@dataclass
+class SnapshotHolder:
+    """A session that holds a snapshot and does nothing else: ``SELECT pg_sleep(hold_s)`` back to back.
+
+    The control for ``--parts snapshot``: what an open snapshot alone costs the workload, with no
+    CPU spent. Every statement a collector runs holds one for as long as it runs, and on a
+    saturated machine a statement of a few milliseconds of CPU runs for hundreds (it waits its turn
+    for a core), so this separates that cost from the console's CPU.
+    """
+
+    lab: PrivateLab
+    hold_s: float
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._run, name="snapshot-holder", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        with self.lab.connect() as conn:
+            while not self.stop.is_set():
+                conn.execute("SELECT pg_sleep(%s)", (self.hold_s,))
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,6 +268,50 @@ def export_ran_since(store: Path, since: datetime) -> bool:
     return bool(row) and datetime.fromisoformat(str(row[0])).replace(tzinfo=UTC) >= since
 
 
+@dataclass
+class Console:
+    """The console processes, started once and switched on and off between windows.
+
+    Off: the service is stopped (SIGSTOP to its process group) and the action loop pauses after the
+    action in progress (SIGUSR1); then this waits until none of their database sessions is running a
+    statement or inside a transaction, so no snapshot or lock of theirs reaches into a baseline
+    window. On: SIGCONT and SIGUSR2. Pausing instead of restarting keeps the start-up (a fresh
+    interpreter, imports, the exporter's catch-up pass) out of the run, and lets windows alternate
+    often at no cost.
+    """
+
+    lab: PrivateLab
+    children: list[Child]
+    holder: SnapshotHolder | None = None
+
+    def switch(self, on: bool, timeout: float = 60) -> None:
+        for c in self.children:
+            if c.name == "service":
+                c.signal_group(signal.SIGCONT if on else signal.SIGSTOP)
+            else:
+                c.signal_group(signal.SIGUSR2 if on else signal.SIGUSR1)
+        if self.holder is not None:
+            if on:
+                self.holder = SnapshotHolder(self.holder.lab, self.holder.hold_s)
+                self.holder.start()
+            else:
+                self.holder.close()
+        if on:
+            return
+        deadline = time.monotonic() + timeout
+        while busy := self.busy_sessions():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the console's sessions still busy {timeout:.0f}s after pausing it: {busy}")
+            time.sleep(0.1)
+
+    def busy_sessions(self) -> list[tuple[str, str]]:
+        with self.lab.connect() as conn:
+            return [(str(a), str(s)) for a, s in conn.execute(
+                "SELECT application_name, state FROM pg_stat_activity "
+                "WHERE application_name IN ('queueops-collect', 'queueops-action', 'queueops-check') "
+                "AND state <> 'idle'")]
+
+
 def wait_ready(children: list[Child], ready: Any, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
@@ -310,31 +394,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     acts: list[dict[str, Any]] = []
     probe = Probe(lab)
     windows: list[Window] = []
+    children: list[Child] = []
     skipped_runs = 0
     try:
         workload_pid = lab.start_workload()
         lab.set_fault("dead-consumer", True)
         probe.start()
         print(f"overhead: warming up {args.warmup:g}s", file=sys.stderr)
+        t0 = lab.db_now()
         time.sleep(args.warmup)
+        if "service" in parts:
+            children.append(service(cfg_path, work / "service.log"))
+        if "actions" in parts:
+            children.append(actions_loop(cfg_path, work / "actions.log", args.requeue_every,
+                                         ["requeue:lease", "requeue:status"], actions_out))
+        # Start-up (imports, first connection) is not the steady state: the windows begin once the
+        # first cycle is stored, the service's start-up jobs are done (the lake exporter's catch-up
+        # run, two seconds after start; hourly afterwards) and the first requeue is done.
+        wait_ready(children, lambda: ("service" not in parts or (status_rows(store) > 0 and export_ran_since(store, t0)))
+                   and ("actions" not in parts or len(read_jsonl(actions_out)) > 0))
+        console = Console(lab, children, SnapshotHolder(lab, args.hold_s) if "snapshot" in parts else None)
         for r in range(args.rounds):
             order = ("baseline", "console") if r % 2 == 0 else ("console", "baseline")
             for condition in order:
-                children: list[Child] = []
-                if condition == "console":
-                    before = (status_rows(store), len(read_jsonl(actions_out)), lab.db_now())
-                    if "service" in parts:
-                        children.append(service(cfg_path, work / "service.log"))
-                    if "actions" in parts:
-                        children.append(actions_loop(cfg_path, work / "actions.log", args.requeue_every,
-                                                     ["requeue:lease", "requeue:status"], actions_out))
-                    # Start-up (imports, first connection) is not the steady state: the window
-                    # opens once the first cycle is stored and the first requeue is done.
-                    # Also past the service's start-up jobs (the lake exporter's catch-up run, two
-                    # seconds after start): they run hourly afterwards, not every second.
-                    wait_ready(children, lambda b=before: ("service" not in parts or (
-                        status_rows(store) > b[0] and export_ran_since(store, b[2])))
-                               and ("actions" not in parts or len(read_jsonl(actions_out)) > b[1]))
+                console.switch(condition == "console")
                 time.sleep(args.settle)
                 w = Window(r, condition)
                 w.cpu = cpu_snapshot(lab, workload_pid, children)
@@ -350,9 +433,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if not c.alive():
                         raise RuntimeError(f"the {c.name} process exited early (code {c.proc.returncode}); "
                                            f"see {c.log}")
-                    c.stop()
                 windows.append(w)
                 print(f"  round {r + 1} {condition:8}: {w.seconds:.0f}s, cpu {w.cpu}", file=sys.stderr)
+        console.switch(True)
+        for c in children:
+            c.stop()
         probe.stop.set()
         lab.stop_workload()
         count_items(lab, windows)
@@ -363,6 +448,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         acts = read_jsonl(actions_out)
     finally:
         probe.stop.set()
+        for c in children:  # after an error: continued first (a stopped process keeps SIGTERM pending)
+            c.signal_group(signal.SIGCONT)
+            c.stop()
         load_end = loadavg()
         lab.destroy(keep=args.keep)
     return summarize(args, windows, probe, acts, cycles, skipped_runs, load_start, load_end,
@@ -459,6 +547,7 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
         "workload": {**rates(args.consumers, args.producers), "fault": "dead-consumer on throughout",
                      "fsync": args.fsync},
         "settings": {"console_parts": args.parts, "rounds": args.rounds, "seconds": args.seconds, "settle_s": args.settle,
+                     "hold_s": args.hold_s if args.parts == "snapshot" else None,
                      "warmup_s": args.warmup, "order": "ABBA (baseline first in even rounds)"},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loadavg_start": load_start, "loadavg_end": load_end},
@@ -480,8 +569,12 @@ def main() -> None:
     ap.add_argument("--consumers", type=int, default=4, help="consumers per queue (default 4)")
     ap.add_argument("--slow-s", type=float, default=10, help="interval of the slow collectors (default 10)")
     ap.add_argument("--requeue-every", type=float, default=5, help="seconds between requeues (default 5)")
-    ap.add_argument("--parts", default="service,actions", choices=("service,actions", "service", "actions"),
-                    help="what runs in the console condition (default both; one alone to find a cost's source)")
+    ap.add_argument("--parts", default="service,actions", choices=("service,actions", "service", "actions", "snapshot"),
+                    help="what runs in the console condition (default both; one alone to find a cost's source; "
+                         "'snapshot': no console, a session holding a snapshot all along, see --hold-s)")
+    ap.add_argument("--hold-s", type=float, default=0.3,
+                    help="with --parts snapshot: how long each of the holder's back-to-back statements holds its "
+                         "snapshot (default 0.3, about a fast cycle's length on the saturated machine)")
     ap.add_argument("--fsync", action="store_true", help="run PostgreSQL with fsync on (default off: CPU-bound)")
     ap.add_argument("--keep", action="store_true", help="keep the lab folder (logs, store) and print its path")
     args = ap.parse_args()
