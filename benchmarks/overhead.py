@@ -387,8 +387,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     work = lab.base / "console"
     work.mkdir()
     store, lake = work / "store.db", work / "lake"
+    hourly = "".join(f"{name} = 3600\n" for name in args.hourly)
     cfg_path = console_config(lab, work / "console.toml", fast_s=1, slow_s=args.slow_s, lease_timeout_s=3,
-                              store=store, lake=lake)
+                              store=store, lake=lake, extra=f"\n[schedule.collectors]\n{hourly}" if hourly else "")
     actions_out = work / "actions.jsonl"
     parts = set(args.parts.split(","))
     acts: list[dict[str, Any]] = []
@@ -548,6 +549,7 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
                      "fsync": args.fsync},
         "settings": {"console_parts": args.parts, "rounds": args.rounds, "seconds": args.seconds, "settle_s": args.settle,
                      "hold_s": args.hold_s if args.parts == "snapshot" else None,
+                     "hourly_collectors": args.hourly,
                      "warmup_s": args.warmup, "order": "ABBA (baseline first in even rounds)"},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loadavg_start": load_start, "loadavg_end": load_end},
@@ -555,6 +557,18 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
     if kept:
         result["kept"] = str(kept)
     return result
+
+
+def collector_names(text: str) -> list[str]:
+    """``--hourly``'s value: known collector names, comma-separated."""
+    from collectors import registry
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = {c.name for c in registry.COLLECTORS}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown collector(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return names
 
 
 def main() -> None:
@@ -575,6 +589,8 @@ def main() -> None:
     ap.add_argument("--hold-s", type=float, default=0.3,
                     help="with --parts snapshot: how long each of the holder's back-to-back statements holds its "
                          "snapshot (default 0.3, about a fast cycle's length on the saturated machine)")
+    ap.add_argument("--hourly", type=collector_names, default=[], metavar="NAME[,NAME...]",
+                    help="collectors the service runs hourly instead (to find which one a cost follows)")
     ap.add_argument("--fsync", action="store_true", help="run PostgreSQL with fsync on (default off: CPU-bound)")
     ap.add_argument("--keep", action="store_true", help="keep the lab folder (logs, store) and print its path")
     args = ap.parse_args()
