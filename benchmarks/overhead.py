@@ -12,7 +12,7 @@ One run, on a private embedded PostgreSQL (a temporary folder, any free port):
   collector every second (``[schedule] fast_s = 1``, the slow ones every ``--slow-s``), writing
   its SQLite store and lake, plus the real action layer requeueing the lease and status queues
   every ``--requeue-every`` seconds (one long-lived process, see ``labharness.actions-loop``);
-* **baseline** condition: the same workload, fault and probe, no console process at all.
+* **baseline** condition: the same workload, fault and probe, the console processes paused.
 
 The console processes start once, after the warm-up; the windows begin when the service has
 stored its first cycle and the action loop finished its first requeue (start-up is not the steady
