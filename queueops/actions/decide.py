@@ -172,7 +172,9 @@ def pg_index_bloat_pct(index_bytes: int, leaf_pages: int, avg_leaf_density: floa
     ``live_fraction`` (live / (live + dead) rows of the table) discounts them.
     """
     total_pages = index_bytes // block_size - 1  # the metapage is always there
-    if total_pages <= 0 or avg_leaf_density is None or math.isnan(avg_leaf_density):
+    if total_pages <= 0:
+        return 0.0  # the metapage alone (an index built on no rows): nothing a rebuild would reclaim
+    if avg_leaf_density is None or math.isnan(avg_leaf_density):
         return None
     if leaf_pages <= 0:
         return 0.0

@@ -129,7 +129,9 @@ def test_pg_bloat_counts_empty_and_deleted_pages() -> None:
     assert 45 <= pg_index_bloat_pct(2001 * 8192, 1000, 90.0) <= 55
     # Density alone would miss it: the same figure with density 45 % and every page a leaf.
     assert 45 <= pg_index_bloat_pct(1001 * 8192, 1000, 45.0) <= 55
-    assert pg_index_bloat_pct(8192, 0, float("nan")) is None
+    # Only the metapage (a partial index rebuilt while no row matches it): nothing to reclaim.
+    assert pg_index_bloat_pct(8192, 0, float("nan")) == 0.0
+    # Pages but no leaf density to read: unknown, not zero.
     assert pg_index_bloat_pct(2 * 8192, 0, float("nan")) is None
 
 
