@@ -158,6 +158,7 @@ class SnapshotHolder:
     thread: threading.Thread | None = None
 
     def start(self) -> None:
+        self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="snapshot-holder", daemon=True)
         self.thread.start()
 
@@ -290,12 +291,10 @@ class Console:
                 c.signal_group(signal.SIGCONT if on else signal.SIGSTOP)
             else:
                 c.signal_group(signal.SIGUSR2 if on else signal.SIGUSR1)
-        if self.holder is not None:
-            if on:
-                self.holder = SnapshotHolder(self.holder.lab, self.holder.hold_s)
-                self.holder.start()
-            else:
-                self.holder.close()
+        if self.holder is not None and on:
+            self.holder.start()
+        elif self.holder is not None:
+            self.holder.close()
         if on:
             return
         deadline = time.monotonic() + timeout
@@ -305,11 +304,14 @@ class Console:
             time.sleep(0.1)
 
     def busy_sessions(self) -> list[tuple[str, str]]:
+        """queueops' own sessions (the names terminate refuses to end) that are not idle."""
+        from queueops.actions.decide import QUEUEOPS_APPLICATIONS
+
         with self.lab.connect() as conn:
             return [(str(a), str(s)) for a, s in conn.execute(
                 "SELECT application_name, state FROM pg_stat_activity "
-                "WHERE application_name IN ('queueops-collect', 'queueops-action', 'queueops-check') "
-                "AND state <> 'idle'")]
+                "WHERE application_name LIKE ANY(%s) AND state <> 'idle'",
+                ([f"{prefix}%" for prefix in QUEUEOPS_APPLICATIONS],))]
 
 
 def wait_ready(children: list[Child], ready: Any, timeout: float = 180) -> None:

@@ -8,18 +8,10 @@ from about 540 to 20 claims a second a minute into every overhead run).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from queueops import sqlfiles
+from tests.collectors.plans import scans_of
 from tests.conftest import Lab
-
-
-def _scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every node of an EXPLAIN (FORMAT JSON) plan that reads a relation."""
-    found = [plan] if "Relation Name" in plan else []
-    for child in plan.get("Plans", []):
-        found += _scans(child)
-    return found
 
 
 def test_status_claim_reads_ready_rows_only_however_many_are_done(clean_lab: Lab) -> None:
@@ -35,8 +27,8 @@ def test_status_claim_reads_ready_rows_only_however_many_are_done(clean_lab: Lab
         with conn.transaction(force_rollback=True):
             raw = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + stmt.sql, stmt.params).fetchone()[0]
     plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-    reads = [n for n in _scans(plan) if n["Relation Name"] == "q_status_meta" and n.get("Index Name")
-             and n["Index Name"] != "q_status_meta_pkey"]
-    assert [n["Index Name"] for n in reads] == ["q_status_meta_ready"], _scans(plan)
+    scans = scans_of(plan, {"q_status_meta"})
+    reads = [n for n in scans if n.get("Index Name") and n["Index Name"] != "q_status_meta_pkey"]
+    assert [n["Index Name"] for n in reads] == ["q_status_meta_ready"], scans
     # One ready row taken, none of the 2,000 done ones read on the way.
     assert reads[0]["Actual Rows"] == 1 and reads[0].get("Rows Removed by Filter", 0) == 0, reads[0]
