@@ -215,6 +215,15 @@ def actions_loop(config: Path, log: Path, every_s: float, actions: list[str], ou
     return Child.start("actions", argv, log)
 
 
+def cpu_control(lab: PrivateLab, log: Path, client_ms: float, db_ms: float, round_trips: int,
+                every_s: float = 1.0) -> Child:
+    """A process that spends the collector service's CPU and does none of its work (``cpu-control``)."""
+    argv = [sys.executable, str(Path(__file__).resolve()), "cpu-control", "--url", lab.url,
+            "--password-file", str(lab.state / "lab.secret"), "--client-ms", str(client_ms),
+            "--db-ms", str(db_ms), "--round-trips", str(round_trips), "--every", str(every_s)]
+    return Child.start("cpu", argv, log)
+
+
 def loadavg() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
@@ -271,6 +280,62 @@ def _actions_loop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spin(seconds: float) -> None:
+    """Burn ``seconds`` of this process's CPU (not wall time: preempted time does not count)."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def _cpu_control(args: argparse.Namespace) -> int:
+    """Every ``--every`` seconds: ``--round-trips`` statements that burn ``--db-ms`` of backend CPU
+    between them, with ``--client-ms`` of this process's CPU around them, reading no table.
+
+    The control for the overhead benchmark's question "is the console's cost its CPU on a saturated
+    machine, whatever it runs, or what its statements read?": it wakes on the service's cadence and
+    spends the service's CPU (both sides measured by the benchmark), and touches no queue. The
+    statement is ``count(*)`` over ``generate_series`` (CPU and work memory only); its length is
+    steered by the backend's own CPU time from /proc, so the target holds under any load.
+    """
+    import psycopg
+
+    stop = False
+
+    def _stop(_signum: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    password = Path(args.password_file).read_text().strip()
+    with psycopg.connect(args.url, password=password, autocommit=True,
+                         application_name="queueops-collect-cpu-control") as conn:
+        pid = int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        stat = Path(f"/proc/{pid}/stat")
+
+        def backend_cpu() -> float:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+        rows, cpu_per_row = 10_000, 1e-7  # steered from the measured CPU below
+        used, done = 0.0, 0
+        while not stop:
+            began = time.monotonic()
+            cpu0 = backend_cpu()
+            for _ in range(args.round_trips):
+                _spin(args.client_ms / 1000 / args.round_trips)
+                conn.execute("SELECT count(*) FROM generate_series(1, %s)", (rows,))
+                done += rows
+            used += backend_cpu() - cpu0
+            if used > 0.2:  # enough ticks (10 ms each) for a steady estimate; older ones decay
+                cpu_per_row = used / done
+                used, done = used / 2, done // 2
+            rows = max(1, int(args.db_ms / 1000 / args.round_trips / cpu_per_row))
+            while not stop and time.monotonic() < began + args.every:
+                time.sleep(min(0.05, max(0.0, began + args.every - time.monotonic())))
+    return 0
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -289,8 +354,15 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--every", type=float, default=5.0)
     a.add_argument("--action", action="append", required=True, metavar="ACTION:QUEUE")
     a.add_argument("--out", required=True)
+    c = sub.add_parser("cpu-control")
+    c.add_argument("--url", required=True)
+    c.add_argument("--password-file", required=True)
+    c.add_argument("--client-ms", type=float, required=True)
+    c.add_argument("--db-ms", type=float, required=True)
+    c.add_argument("--round-trips", type=int, default=8)
+    c.add_argument("--every", type=float, default=1.0)
     args = ap.parse_args(argv)
-    return _actions_loop(args)
+    return _cpu_control(args) if args.cmd == "cpu-control" else _actions_loop(args)
 
 
 if __name__ == "__main__":

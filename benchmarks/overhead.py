@@ -36,6 +36,11 @@ and the end: the figures are only as quiet as the machine was.
 snapshot throughout the "console" windows (``SELECT pg_sleep(--hold-s)`` back to back). Every
 collector statement holds a snapshot while it runs, and dequeues cannot mark the index entries of
 items taken since as dead while it is open; the control shows what that alone costs.
+
+``--parts cpu`` is the other control: no console, a process (``labharness cpu-control``) that
+wakes every second and spends ``--control-ms CLIENT,DB`` milliseconds of CPU, its own and its
+database session's, over 8 statements that read no table. Given the service's measured CPU, it
+answers whether the service costs what any process with its CPU would cost a saturated machine.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ from benchmarks.labharness import (  # noqa: E402
     PrivateLab,
     actions_loop,
     console_config,
+    cpu_control,
     loadavg,
     read_jsonl,
     service,
@@ -287,7 +293,7 @@ class Console:
 
     def switch(self, on: bool, timeout: float = 60) -> None:
         for c in self.children:
-            if c.name == "service":
+            if c.name in ("service", "cpu"):
                 c.signal_group(signal.SIGCONT if on else signal.SIGSTOP)
             else:
                 c.signal_group(signal.SIGUSR2 if on else signal.SIGUSR1)
@@ -408,6 +414,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(args.warmup)
         if "service" in parts:
             children.append(service(cfg_path, work / "service.log"))
+        if "cpu" in parts:
+            client_ms, db_ms = args.control_ms
+            children.append(cpu_control(lab, work / "cpu.log", client_ms, db_ms, round_trips=8))
         if "actions" in parts:
             children.append(actions_loop(cfg_path, work / "actions.log", args.requeue_every,
                                          ["requeue:lease", "requeue:status"], actions_out))
@@ -415,7 +424,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # first cycle is stored, the service's start-up jobs are done (the lake exporter's catch-up
         # run, two seconds after start; hourly afterwards) and the first requeue is done.
         wait_ready(children, lambda: ("service" not in parts or (status_rows(store) > 0 and export_ran_since(store, t0)))
-                   and ("actions" not in parts or len(read_jsonl(actions_out)) > 0))
+                   and ("actions" not in parts or len(read_jsonl(actions_out)) > 0)
+                   and ("cpu" not in parts or time.monotonic() > children[-1].started + 15))  # steered by then
         console = Console(lab, children, SnapshotHolder(lab, args.hold_s) if "snapshot" in parts else None)
         for r in range(args.rounds):
             order = ("baseline", "console") if r % 2 == 0 else ("console", "baseline")
@@ -506,7 +516,7 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
     outcomes: dict[str, int] = {}
     for a in in_console:
         outcomes[a.get("outcome", "?")] = outcomes.get(a.get("outcome", "?"), 0) + 1
-    console_cpu = sum(w.cpu.get(k, 0.0) for w in cons for k in ("service", "actions", "collector_db"))
+    console_cpu = sum(w.cpu.get(k, 0.0) for w in cons for k in ("service", "actions", "cpu", "collector_db"))
     cons_secs = sum(w.seconds for w in cons)
     result = {
         "benchmark": "overhead",
@@ -551,6 +561,8 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
                      "fsync": args.fsync},
         "settings": {"console_parts": args.parts, "rounds": args.rounds, "seconds": args.seconds, "settle_s": args.settle,
                      "hold_s": args.hold_s if args.parts == "snapshot" else None,
+                     "control_ms": {"client": args.control_ms[0], "db": args.control_ms[1]}
+                     if args.parts == "cpu" else None,
                      "hourly_collectors": args.hourly,
                      "warmup_s": args.warmup, "order": "ABBA (baseline first in even rounds)"},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -559,6 +571,17 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
     if kept:
         result["kept"] = str(kept)
     return result
+
+
+def control_ms(text: str) -> tuple[float, float]:
+    """``--control-ms``'s value: two non-negative numbers, ``CLIENT,DB``."""
+    try:
+        client, db = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected CLIENT,DB milliseconds (two numbers), got {text!r}") from None
+    if client < 0 or db < 0:
+        raise argparse.ArgumentTypeError(f"milliseconds cannot be negative: {text!r}")
+    return client, db
 
 
 def collector_names(text: str) -> list[str]:
@@ -585,12 +608,17 @@ def main() -> None:
     ap.add_argument("--consumers", type=int, default=4, help="consumers per queue (default 4)")
     ap.add_argument("--slow-s", type=float, default=10, help="interval of the slow collectors (default 10)")
     ap.add_argument("--requeue-every", type=float, default=5, help="seconds between requeues (default 5)")
-    ap.add_argument("--parts", default="service,actions", choices=("service,actions", "service", "actions", "snapshot"),
+    ap.add_argument("--parts", default="service,actions", choices=("service,actions", "service", "actions", "snapshot", "cpu"),
+                    metavar="{service,actions | service | actions | snapshot | cpu}",
                     help="what runs in the console condition (default both; one alone to find a cost's source; "
-                         "'snapshot': no console, a session holding a snapshot all along, see --hold-s)")
+                         "'snapshot': no console, a session holding a snapshot all along, see --hold-s; "
+                         "'cpu': no console, a process spending its CPU, see --control-ms)")
     ap.add_argument("--hold-s", type=float, default=0.3,
                     help="with --parts snapshot: how long each of the holder's back-to-back statements holds its "
                          "snapshot (default 0.3, about a fast cycle's length on the saturated machine)")
+    ap.add_argument("--control-ms", type=control_ms, default=(8.0, 13.0), metavar="CLIENT,DB",
+                    help="with --parts cpu: CPU milliseconds a second the control spends itself and in its database "
+                         "session (default 8,13: the service's, 0.8 %% and 1.3 %% of a core, in the 2026-11-26 runs)")
     ap.add_argument("--hourly", type=collector_names, default=[], metavar="NAME[,NAME...]",
                     help="collectors the service runs hourly instead (to find which one a cost follows)")
     ap.add_argument("--fsync", action="store_true", help="run PostgreSQL with fsync on (default off: CPU-bound)")
