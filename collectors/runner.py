@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -192,9 +192,10 @@ def build_statements(collector: Collector, target: Target, queues: Sequence[Queu
 # text every time. They are kept per collector, target, queues and column types, by the objects
 # themselves: a reloaded config or a re-read catalog is a new object and so a new entry. The entry
 # holds those objects, so their ids cannot be reused while it lives. The count limits are part of
-# the key (a benchmark moves them).
-_BUILT: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], list[sqlfiles.Statement]]] = OrderedDict()
-_BUILT_MAX = 64
+# the key (a benchmark moves them). The plan check's statement and the mapping's problems are kept
+# the same way (:func:`check_plans`, :func:`mapping_errors`): 13 entries per target and queue set.
+_BUILT: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], list[Any]]] = OrderedDict()
+_BUILT_MAX = 256
 _BUILT_LOCK = threading.Lock()
 
 
@@ -203,14 +204,21 @@ def cached_statements(collector: Collector, target: Target, queues: Sequence[Que
     """:func:`build_statements`, rendered once for the same collector, target, queues and types."""
     key = (collector.name, id(target), tuple(map(id, queues)), id(types), COUNT_CAP, COUNT_SKIP_ABOVE,
            SMALL_TABLE_PAGES)
+    return _memo(key, (collector, target, tuple(queues), types),
+                 lambda: build_statements(collector, target, queues, types))
+
+
+def _memo(key: tuple[Any, ...], refs: tuple[Any, ...], build: Callable[[], list[Any]]) -> list[Any]:
+    """``build()``, once per ``key``. The entry holds ``refs`` (the objects whose ids are in the
+    key), so a key never matches another object that reused a freed one's address."""
     with _BUILT_LOCK:
         hit = _BUILT.get(key)
         if hit is not None:
             _BUILT.move_to_end(key)
             return list(hit[1])
-    stmts = build_statements(collector, target, queues, types)
+    stmts = build()
     with _BUILT_LOCK:
-        _BUILT[key] = ((collector, target, tuple(queues), types), stmts)
+        _BUILT[key] = (refs, stmts)
         while len(_BUILT) > _BUILT_MAX:
             _BUILT.popitem(last=False)
     return list(stmts)
@@ -279,7 +287,9 @@ def check_plans(target: Target, queues: Sequence[Queue], conn: engine.Connection
     """Before a cycle on a connection that keeps its plans: drop them if a table's size moved."""
     if conn.kept_plans is None or not queues:
         return
-    stmt = sqlfiles.load(target.dialect, "plan_rows").render("main", {}, {"relations": plan_relations(queues, target.dialect)})
+    stmt = _memo(("(plan_rows)", id(target), tuple(map(id, queues))), (target, tuple(queues)), lambda: [
+        sqlfiles.load(target.dialect, "plan_rows").render("main", {}, {"relations": plan_relations(queues, target.dialect)})
+    ])[0]
     result.round_trips += 1
     try:
         now = {str(r["relation"]): float(r["tuples"]) for r in conn.execute(stmt)}
@@ -479,13 +489,12 @@ def _catalog_types(target: Target, queues: Sequence[Queue], conn: engine.Connect
 def mapping_errors(target: Target, queues: Sequence[Queue], types: Types, ts: datetime,
                    database: str) -> list[SnapshotRow]:
     """A ``queue_error`` row per mapped column whose real type cannot work (see :mod:`queueops.coltypes`)."""
-    rows = []
-    for q in queues:
-        for p in coltypes.problems(q, types, target.dialect):
-            if p.severity == "error":
-                rows.append(SnapshotRow(ts, target.name, database, q.name, QUEUE_ERROR, 1.0,
-                                        f"mapping: {p.field} = {p.value!r}: {p.message}"))
-    return rows
+    # The same queues and catalog types give the same problems: found once, not every cycle.
+    found = _memo(("(mapping)", id(target), tuple(map(id, queues)), id(types)), (target, tuple(queues), types),
+                  lambda: [(q.name, f"mapping: {p.field} = {p.value!r}: {p.message}")
+                           for q in queues for p in coltypes.problems(q, types, target.dialect)
+                           if p.severity == "error"])
+    return [SnapshotRow(ts, target.name, database, queue, QUEUE_ERROR, 1.0, note) for queue, note in found]
 
 
 def run_once(cfg: Config, collectors: Sequence[Collector] | None = None,

@@ -39,12 +39,18 @@ class SnapshotGauges(Collector):
         self.reserved = reserved
         self._values: dict[str, dict[tuple[str, str], tuple[float, float]]] = {}
         self._metric: dict[str, str] = {}  # family name -> the stored metric it serves
+        self._names: dict[str, str] = {}  # metric -> family name: the same few dozen, every cycle
         self._lock = threading.Lock()
 
     def family_name(self, metric: str) -> str:
-        name = metric_name(metric)
-        # A collected metric must not collide with the service's own families.
-        return name + "_value" if any(name == r or name.startswith(r + "_") for r in self.reserved) else name
+        name = self._names.get(metric)
+        if name is None:
+            name = metric_name(metric)
+            # A collected metric must not collide with the service's own families.
+            if any(name == r or name.startswith(r + "_") for r in self.reserved):
+                name += "_value"
+            self._names[metric] = name
+        return name
 
     def update(self, rows: Iterable[SnapshotRow], ttl_s: float, now: float | None = None) -> None:
         expires = (time.monotonic() if now is None else now) + ttl_s

@@ -10,6 +10,7 @@ is back, as a ``collector_status`` row (target ``(service)``, collector ``store`
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -75,14 +76,24 @@ def bulk_insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> N
                 copy.write_row(tuple(r[c.name] for c in cols))
         return
     if dialect.name == "sqlite":
-        compiled = insert(table).compile(dialect=dialect, column_keys=[c.name for c in cols])
-        order = list(compiled.positiontup or [])
+        sql, order, procs = _sqlite_insert(table, tuple(c.name for c in cols), dialect)
         if set(order) <= set(rows[0]):
-            procs = [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in order]
             data = [tuple(p(r[n]) if p else r[n] for n, p in zip(order, procs, strict=True)) for r in rows]
-            conn.exec_driver_sql(str(compiled), data)
+            conn.exec_driver_sql(sql, data)
             return
     conn.execute(insert(table), rows)
+
+
+@functools.lru_cache(maxsize=64)
+def _sqlite_insert(table: Table, columns: tuple[str, ...], dialect: Any) -> tuple[str, list[str], list[Any]]:
+    """The compiled INSERT, its parameter order and each column's bind processor, made once per
+    table, column set and dialect: compiling was most of a cycle's store write on SQLite
+    (benchmarks/service_cycle.py). The cache holds the table and dialect themselves, so a key is
+    never an address reused by another object."""
+    compiled = insert(table).compile(dialect=dialect, column_keys=list(columns))
+    order = list(compiled.positiontup or [])
+    procs = [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in order]
+    return str(compiled), order, procs
 
 
 class StoreWriter:

@@ -132,6 +132,22 @@ def test_queues_filter_and_none_values() -> None:
     assert transitions == [(1, "firing", "mail", 20)]
 
 
+def test_each_rule_sees_its_metric_and_queues_in_the_rows_order() -> None:
+    """evaluate() indexes the rows by metric and queue; a rule must still see exactly the rows a
+    scan would give it (its metric; its queues, or all), and its transitions come in row order."""
+    from queueops.alerts.rules import Rule
+
+    rules = [Rule("all", "depth", ">", 0.0), Rule("two", "depth", ">", 0.0, queues=frozenset({"q3", "q1"})),
+             Rule("one", "depth", ">", 0.0, queues=frozenset({"q2"})), Rule("other", "age", ">", 0.0),
+             Rule("none", "depth", ">", 0.0, queues=frozenset({"q9"}))]
+    rows = [SnapshotRow(T0, t, "db", q, m, 1.0) for t in ("b", "a") for q in ("q4", "q1", "q3", "q2")
+            for m in ("depth", "lag")]
+    _, transitions = evaluate(rules, rows, {}, T0)
+    got = [(t.rule.name, t.target, t.queue) for t in transitions]
+    assert got == [("all", t, q) for t in ("b", "a") for q in ("q4", "q1", "q3", "q2")] \
+        + [("two", t, q) for t in ("b", "a") for q in ("q1", "q3")] + [("one", "b", "q2"), ("one", "a", "q2")]
+
+
 def test_fragmentation_alerts_only_above_the_rebuild_page_floor() -> None:
     """A small index is never rebuilt (below 1000 pages the action does nothing), so its
     fragmentation must not fire an alert that no action can resolve."""

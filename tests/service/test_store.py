@@ -187,3 +187,35 @@ def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> No
             p.join(60)
         assert [p.exitcode for p in procs] == [0, 0, 0], f"store {i}"
         assert {"snapshots", "audit_log"} <= set(inspect(create_engine(url)).get_table_names())
+
+
+def test_alert_states_are_saved_in_batches_and_match_memory(engine: Engine) -> None:
+    """The manager writes a cycle's changed states with one batched UPDATE and DELETE; a cycle that
+    mixes updated, new and dropped states must still leave the table equal to the states in memory,
+    and a restarted manager must read back exactly those."""
+    from queueops.alerts.manager import AlertManager
+    from queueops.alerts.rules import Rule
+    from queueops.store.schema import alert_state
+
+    rules = [Rule("deep", "depth", ">", 5.0), Rule("deep-for", "depth", ">", 5.0, for_s=60.0)]
+
+    def rows(values: dict[str, float]) -> list[SnapshotRow]:
+        return [SnapshotRow(NOW, "t", "db", q, "depth", v) for q, v in values.items()]
+
+    def stored() -> dict[tuple[str, str], tuple[str, float | None]]:
+        with engine.connect() as conn:
+            return {(r["rule"], r["queue"]): (r["state"], r["value"])
+                    for r in conn.execute(select(alert_state)).mappings()}
+
+    m = AlertManager(rules, engine, log_lines=False)
+    m.on_cycle(rows({"q0": 9, "q1": 8, "q2": 1}), NOW)  # q0, q1: firing (deep) and pending (deep-for)
+    m.on_cycle(rows({"q0": 10, "q1": 1, "q3": 7}), NOW + timedelta(seconds=1))  # q0 updated, q1 resolved, q3 new
+    expected = {("deep", "q0"): ("firing", 10.0), ("deep-for", "q0"): ("pending", 10.0),
+                ("deep", "q1"): ("resolved", 1.0),  # deep-for on q1 was pending: dropped
+                ("deep", "q3"): ("firing", 7.0), ("deep-for", "q3"): ("pending", 7.0)}
+    assert stored() == expected
+    assert {(k[0], k[2]): (s.state, s.value) for k, s in m.states.items()} == expected
+    m.close()
+    again = AlertManager(rules, engine, log_lines=False)
+    assert {(k[0], k[2]): (s.state, s.value) for k, s in again.states.items()} == expected
+    again.close()
