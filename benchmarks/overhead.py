@@ -358,24 +358,29 @@ def latency_stats(values: list[float]) -> dict[str, Any]:
 
 
 def collector_cycles(store: Path, windows: list[Window]) -> dict[str, Any]:
-    """Fast cycles the service completed in the console windows, and how long they took.
+    """Fast cycles the service ran from start to end inside the console windows, and how long they took.
 
-    The store keeps ``ts`` as naive UTC; the windows are bounded by the database's clock (UTC).
+    A cycle still running when the service is paused for a baseline window would count the pause
+    as its own time, so only cycles that ended inside the window they began in are counted. The
+    store keeps ``ts`` (the cycle's start) as naive UTC; the windows are bounded by the database's
+    clock (UTC).
     """
     import sqlite3
-    from datetime import UTC
+    from datetime import UTC, timedelta
 
     if not store.exists():
         return {}
-    fast = ("ghost_records", "fragmentation_pct")
+    slow = ("ghost_records", "fragmentation_pct")
     with sqlite3.connect(store) as db:
         rows = db.execute("SELECT ts, sum(duration_ms), sum(1 - ok) FROM collector_status "
                           "WHERE collector NOT IN (?, ?) AND target <> '(service)' AND collector <> '(outage)' "
-                          "GROUP BY ts", fast).fetchall()
+                          "GROUP BY ts", slow).fetchall()
     ms, errors = [], 0
     for ts, took, failed in rows:
         when = datetime.fromisoformat(str(ts)).replace(tzinfo=UTC)
-        if any(w.condition == "console" and w.db_t0 <= when < w.db_t1 for w in windows):  # type: ignore[operator]
+        end = when + timedelta(milliseconds=float(took or 0))
+        if any(w.condition == "console" and w.db_t0 <= when and end < w.db_t1  # type: ignore[operator]
+               for w in windows):
             ms.append(float(took or 0))
             errors += int(failed or 0)
     out: dict[str, Any] = {"cycles": len(ms), "collector_errors": errors}
