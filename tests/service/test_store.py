@@ -215,6 +215,10 @@ def test_alert_states_are_saved_in_batches_and_match_memory(engine: Engine) -> N
                 ("deep", "q3"): ("firing", 7.0), ("deep-for", "q3"): ("pending", 7.0)}
     assert stored() == expected
     assert {(k[0], k[2]): (s.state, s.value) for k, s in m.states.items()} == expected
+    m.on_cycle(rows({"q0": 11, "q3": 8}), NOW + timedelta(seconds=2))  # only stored states change: one batch
+    expected.update({("deep", "q0"): ("firing", 11.0), ("deep-for", "q0"): ("pending", 11.0),
+                     ("deep", "q3"): ("firing", 8.0), ("deep-for", "q3"): ("pending", 8.0)})
+    assert stored() == expected
     m.close()
     again = AlertManager(rules, engine, log_lines=False)
     assert {(k[0], k[2]): (s.state, s.value) for k, s in again.states.items()} == expected
