@@ -12,7 +12,11 @@ Run as a script it is the periodic action loop those runs start::
 one Python process that imports the action layer once and then plans and executes the actions
 round-robin (the CLI would pay a fresh interpreter and imports for every action, a cost an
 operator clicking in the console does not cause). One JSON line per action to ``--out``. SIGUSR1
-pauses it once the action in progress is done, SIGUSR2 resumes it.
+pauses it once the action in progress is done, SIGUSR2 resumes it. And the overhead benchmark's
+CPU control (``overhead.py --parts cpu``), a process that spends the service's CPU and does none
+of its work::
+
+    python benchmarks/labharness.py cpu-control --url U --password-file F --client-ms 8 --db-ms 13
 """
 
 from __future__ import annotations
