@@ -39,8 +39,8 @@ items taken since as dead while it is open; the control shows what that alone co
 
 ``--parts cpu`` is the other control: no console, a process (``labharness cpu-control``) that
 wakes every second and spends ``--control-ms CLIENT,DB`` milliseconds of CPU, its own and its
-database session's, over 8 statements that read no table. Given the service's measured CPU, it
-answers whether the service costs what any process with its CPU would cost a saturated machine.
+database session's, over ``--control-trips`` statements (default 8) that read no table. It
+answers whether the service costs more than any process with its CPU and cadence would.
 """
 
 from __future__ import annotations
@@ -421,7 +421,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             children.append(service(cfg_path, work / "service.log"))
         if "cpu" in parts:
             client_ms, db_ms = args.control_ms
-            children.append(cpu_control(lab, work / "cpu.log", client_ms, db_ms, round_trips=8))
+            children.append(cpu_control(lab, work / "cpu.log", client_ms, db_ms, round_trips=args.control_trips))
         if "actions" in parts:
             children.append(actions_loop(cfg_path, work / "actions.log", args.requeue_every,
                                          ["requeue:lease", "requeue:status"], actions_out))
@@ -566,8 +566,8 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
                      "fsync": args.fsync},
         "settings": {"console_parts": args.parts, "rounds": args.rounds, "seconds": args.seconds, "settle_s": args.settle,
                      "hold_s": args.hold_s if args.parts == "snapshot" else None,
-                     "control_ms": {"client": args.control_ms[0], "db": args.control_ms[1]}
-                     if args.parts == "cpu" else None,
+                     "control_ms": {"client": args.control_ms[0], "db": args.control_ms[1],
+                                    "statements_per_s": args.control_trips} if args.parts == "cpu" else None,
                      "hourly_collectors": args.hourly,
                      "warmup_s": args.warmup, "order": "ABBA (baseline first in even rounds)"},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -624,6 +624,9 @@ def main() -> None:
     ap.add_argument("--control-ms", type=control_ms, default=(8.0, 13.0), metavar="CLIENT,DB",
                     help="with --parts cpu: CPU milliseconds a second the control spends itself and in its database "
                          "session (default 8,13: the service's, 0.8 %% and 1.3 %% of a core, in the 2026-11-26 runs)")
+    ap.add_argument("--control-trips", type=int, choices=range(1, 101), default=8, metavar="N",
+                    help="with --parts cpu: statements a second the control spreads its CPU over (default 8, about "
+                         "the service's round trips a cycle)")
     ap.add_argument("--hourly", type=collector_names, default=[], metavar="NAME[,NAME...]",
                     help="collectors the service runs hourly instead (to find which one a cost follows)")
     ap.add_argument("--fsync", action="store_true", help="run PostgreSQL with fsync on (default off: CPU-bound)")

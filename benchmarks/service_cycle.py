@@ -2,10 +2,11 @@
 
     python benchmarks/service_cycle.py [--queues 5,100] [--rows 10000] [--cycles 300]
 
-Why this exists: the overhead benchmark's CPU control (``overhead.py --parts cpu``) showed that on
-a saturated machine the service costs a queue what any process spending its CPU would. So the
-lever is the CPU a cycle spends, on both sides of the connection, and this measures it steadily
-(CPU time, not wall time: the machine's load moves it little).
+Why this exists: the overhead benchmark's CPU controls (``overhead.py --parts cpu``) showed that on
+its saturated two-core machine any process waking every second costs the workload several per
+cent, whatever it runs, so that benchmark cannot tell a cheaper cycle from a dearer one. The CPU a
+cycle spends, on both sides of the connection, is what the console controls; this measures it
+steadily (CPU time, not wall time: the machine's load moves it little).
 
 One run, on a throw-away embedded PostgreSQL with ``collect_cycle.py``'s tables (20 items in flight
 per status and lease queue): the real :class:`queueops.service.app.Service` (SQLite store, alert
