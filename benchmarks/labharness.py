@@ -140,6 +140,16 @@ def console_config(lab: PrivateLab, path: Path, *, fast_s: float, slow_s: float,
 # Child processes
 
 
+def proc_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (None once it is gone): a child of ours,
+    or a PostgreSQL backend (a process per session)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 @dataclass
 class Child:
     """A child process we started (its own session), its log, and how to read its CPU and memory."""
@@ -166,11 +176,7 @@ class Child:
 
     def cpu_s(self) -> float | None:
         """User + system CPU seconds of the process so far (None once it is gone)."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return proc_cpu_s(self.pid)
 
     def rss_kb(self) -> int | None:
         try:
@@ -315,11 +321,9 @@ def _cpu_control(args: argparse.Namespace) -> int:
     with psycopg.connect(args.url, password=password, autocommit=True,
                          application_name="queueops-collect-cpu-control") as conn:
         pid = int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
-        stat = Path(f"/proc/{pid}/stat")
 
         def backend_cpu() -> float:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / CLK_TCK
+            return proc_cpu_s(pid) or 0.0
 
         rows, cpu_per_row = 10_000, 1e-7  # steered from the measured CPU below
         used, done = 0.0, 0

@@ -63,13 +63,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.labharness import (  # noqa: E402
-    CLK_TCK,
     Child,
     PrivateLab,
     actions_loop,
     console_config,
     cpu_control,
     loadavg,
+    proc_cpu_s,
     read_jsonl,
     service,
 )
@@ -211,14 +211,6 @@ def backend_pids(lab: PrivateLab, app_like: str) -> list[int]:
     with lab.connect() as conn:
         return [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s",
                                            (app_like,))]
-
-
-def proc_cpu_s(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def cpu_snapshot(lab: PrivateLab, workload_pid: int, children: list[Child]) -> dict[str, float]:
@@ -430,7 +422,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # run, two seconds after start; hourly afterwards) and the first requeue is done.
         wait_ready(children, lambda: ("service" not in parts or (status_rows(store) > 0 and export_ran_since(store, t0)))
                    and ("actions" not in parts or len(read_jsonl(actions_out)) > 0)
-                   and ("cpu" not in parts or time.monotonic() > children[-1].started + 15))  # steered by then
+                   and all(c.name != "cpu" or time.monotonic() > c.started + 15 for c in children))  # steered by then
         console = Console(lab, children, SnapshotHolder(lab, args.hold_s) if "snapshot" in parts else None)
         for r in range(args.rounds):
             order = ("baseline", "console") if r % 2 == 0 else ("console", "baseline")

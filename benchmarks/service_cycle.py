@@ -43,15 +43,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.collect_cycle import bench_server, queue_config  # noqa: E402
-from benchmarks.labharness import CLK_TCK, loadavg  # noqa: E402
+from benchmarks.labharness import loadavg, proc_cpu_s  # noqa: E402
 from collectors import registry, runner  # noqa: E402
 from queueops import config as config_mod  # noqa: E402
 from queueops.rows import utcnow  # noqa: E402
 
 
 def backend_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    cpu = proc_cpu_s(pid)
+    if cpu is None:
+        raise RuntimeError(f"backend {pid} is gone: its CPU cannot be read")
+    return cpu
 
 
 def service_config(url: str, password: str, queues: int, work: Path) -> config_mod.Config:
@@ -79,10 +81,10 @@ class Floor:
         runner.keep_plans(self.conn)
         queues = cfg.queues_of(target.name)
         types = runner._catalog_types(target, queues, self.conn, runner.CycleResult())
-        self.statements = [s for c in registry.by_cadence("fast")
-                           for s in runner.build_statements(c, target, queues, types) if s is not None]
+        statements = [s for c in registry.by_cadence("fast")
+                      for s in runner.build_statements(c, target, queues, types) if s is not None]
         # In the server's own '$n' form, as the runner sends a kept-plans session's statements.
-        self.texts = [(engine.dollar_params(s.sql), s.params) for s in self.statements]
+        self.texts = [(engine.dollar_params(s.sql), s.params) for s in statements]
         self.cur = psycopg.RawCursor(self.conn.raw)
         self.pid = int(self.conn.raw.execute("SELECT pg_backend_pid()", prepare=False).fetchone()[0])
 
@@ -164,7 +166,7 @@ def measure(url: str, password: str, queues: int, cycles: int) -> dict[str, Any]
         "cycles": cycles,
         "rows_per_cycle": rows,
         "floor_rows_per_cycle": floor_rows,
-        "statements_per_cycle": len(floor.statements),
+        "statements_per_cycle": len(floor.texts),
         "client_cpu_ms": {"collect": ms(stage["collect"]), "store": ms(stage["store"]), "rest": ms(stage["rest"]),
                           "total": ms(client)},
         "floor_client_cpu_ms": ms(stage["floor"]),
