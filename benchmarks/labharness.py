@@ -226,11 +226,12 @@ def actions_loop(config: Path, log: Path, every_s: float, actions: list[str], ou
 
 
 def cpu_control(lab: PrivateLab, log: Path, client_ms: float, db_ms: float, round_trips: int,
-                every_s: float = 1.0) -> Child:
+                every_s: float = 1.0, nice: int = 0) -> Child:
     """A process that spends the collector service's CPU and does none of its work (``cpu-control``)."""
     argv = [sys.executable, str(Path(__file__).resolve()), "cpu-control", "--url", lab.url,
             "--password-file", str(lab.state / "lab.secret"), "--client-ms", str(client_ms),
-            "--db-ms", str(db_ms), "--round-trips", str(round_trips), "--every", str(every_s)]
+            "--db-ms", str(db_ms), "--round-trips", str(round_trips), "--every", str(every_s),
+            "--nice", str(nice)]
     return Child.start("cpu", argv, log)
 
 
@@ -306,6 +307,10 @@ def _cpu_control(args: argparse.Namespace) -> int:
     spends the service's CPU (both sides measured by the benchmark), and touches no queue. The
     statement is ``count(*)`` over ``generate_series`` (CPU and work memory only); its length is
     steered by the backend's own CPU time from /proc, so the target holds under any load.
+
+    ``--nice N`` lowers the scheduling priority of this process and of its backend (the private
+    lab's server runs as this user, so no privilege is needed): the same CPU, spent only when the
+    saturated machine's normal-priority processes leave it room.
     """
     import psycopg
 
@@ -321,6 +326,9 @@ def _cpu_control(args: argparse.Namespace) -> int:
     with psycopg.connect(args.url, password=password, autocommit=True,
                          application_name="queueops-collect-cpu-control") as conn:
         pid = int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        if args.nice:
+            os.setpriority(os.PRIO_PROCESS, 0, args.nice)
+            os.setpriority(os.PRIO_PROCESS, pid, args.nice)
 
         def backend_cpu() -> float:
             return proc_cpu_s(pid) or 0.0
@@ -369,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--db-ms", type=float, required=True)
     c.add_argument("--round-trips", type=int, default=8)
     c.add_argument("--every", type=float, default=1.0)
+    c.add_argument("--nice", type=int, choices=range(0, 20), default=0, metavar="0..19")
     args = ap.parse_args(argv)
     return _cpu_control(args) if args.cmd == "cpu-control" else _actions_loop(args)
 

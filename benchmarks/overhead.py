@@ -40,7 +40,9 @@ items taken since as dead while it is open; the control shows what that alone co
 ``--parts cpu`` is the other control: no console, a process (``labharness cpu-control``) that
 wakes every second and spends ``--control-ms CLIENT,DB`` milliseconds of CPU, its own and its
 database session's, over ``--control-trips`` statements (default 8) that read no table. It
-answers whether the service costs more than any process with its CPU and cadence would.
+answers whether the service costs more than any process with its CPU and cadence would;
+``--control-ms 0,0`` is the null control (the same process and switching, no CPU to spend), and
+``--control-nice 19`` runs the control and its backend at the lowest scheduling priority.
 """
 
 from __future__ import annotations
@@ -296,20 +298,21 @@ class Console:
         if on:
             return
         deadline = time.monotonic() + timeout
-        while busy := self.busy_sessions():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the console's sessions still busy {timeout:.0f}s after pausing it: {busy}")
-            time.sleep(0.1)
+        with self.lab.connect() as conn:  # one session for the whole wait, not one per look
+            while busy := busy_sessions(conn):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the console's sessions still busy {timeout:.0f}s after pausing it: {busy}")
+                time.sleep(0.1)
 
-    def busy_sessions(self) -> list[tuple[str, str]]:
-        """queueops' own sessions (the names terminate refuses to end) that are not idle."""
-        from queueops.actions.decide import QUEUEOPS_APPLICATIONS
 
-        with self.lab.connect() as conn:
-            return [(str(a), str(s)) for a, s in conn.execute(
-                "SELECT application_name, state FROM pg_stat_activity "
-                "WHERE application_name LIKE ANY(%s) AND state <> 'idle'",
-                ([f"{prefix}%" for prefix in QUEUEOPS_APPLICATIONS],))]
+def busy_sessions(conn: Any) -> list[tuple[str, str]]:
+    """queueops' own sessions (the names terminate refuses to end) that are not idle."""
+    from queueops.actions.decide import QUEUEOPS_APPLICATIONS
+
+    return [(str(a), str(s)) for a, s in conn.execute(
+        "SELECT application_name, state FROM pg_stat_activity "
+        "WHERE application_name LIKE ANY(%s) AND state <> 'idle'",
+        ([f"{prefix}%" for prefix in QUEUEOPS_APPLICATIONS],))]
 
 
 def wait_ready(children: list[Child], ready: Any, timeout: float = 180) -> None:
@@ -413,7 +416,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             children.append(service(cfg_path, work / "service.log"))
         if "cpu" in parts:
             client_ms, db_ms = args.control_ms
-            children.append(cpu_control(lab, work / "cpu.log", client_ms, db_ms, round_trips=args.control_trips))
+            children.append(cpu_control(lab, work / "cpu.log", client_ms, db_ms, round_trips=args.control_trips,
+                                        nice=args.control_nice))
         if "actions" in parts:
             children.append(actions_loop(cfg_path, work / "actions.log", args.requeue_every,
                                          ["requeue:lease", "requeue:status"], actions_out))
@@ -543,8 +547,8 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
             } for name, ws in (("baseline", base), ("console", cons))
         },
         "console": {
-            "collectors": f"queueops collect: fast_s=1 (9 fast collectors), slow_s={args.slow_s:g} "
-                          "(ghost_records, fragmentation_pct)",
+            "collectors": (f"queueops collect: fast_s=1 (9 fast collectors), slow_s={args.slow_s:g} "
+                           "(ghost_records, fragmentation_pct)") if "service" in args.parts.split(",") else None,
             **cycles,
             "cycles_per_s": round(cycles.get("cycles", 0) / max(sum(w.seconds for w in cons), 1e-9), 2),
             "scheduler_skipped_runs_whole_run": skipped_runs,
@@ -559,7 +563,8 @@ def summarize(args: argparse.Namespace, windows: list[Window], probe: Probe, act
         "settings": {"console_parts": args.parts, "rounds": args.rounds, "seconds": args.seconds, "settle_s": args.settle,
                      "hold_s": args.hold_s if args.parts == "snapshot" else None,
                      "control_ms": {"client": args.control_ms[0], "db": args.control_ms[1],
-                                    "statements_per_s": args.control_trips} if args.parts == "cpu" else None,
+                                    "statements_per_s": args.control_trips,
+                                    "nice": args.control_nice} if args.parts == "cpu" else None,
                      "hourly_collectors": args.hourly,
                      "warmup_s": args.warmup, "order": "ABBA (baseline first in even rounds)"},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -619,6 +624,9 @@ def main() -> None:
     ap.add_argument("--control-trips", type=int, choices=range(1, 101), default=8, metavar="N",
                     help="with --parts cpu: statements a second the control spreads its CPU over (default 8, about "
                          "the service's round trips a cycle)")
+    ap.add_argument("--control-nice", type=int, choices=range(0, 20), default=0, metavar="0..19",
+                    help="with --parts cpu: the niceness of the control and of its database session's backend "
+                         "(default 0; 19 asks whether the cost is the scheduler's: the same CPU at the lowest priority)")
     ap.add_argument("--hourly", type=collector_names, default=[], metavar="NAME[,NAME...]",
                     help="collectors the service runs hourly instead (to find which one a cost follows)")
     ap.add_argument("--fsync", action="store_true", help="run PostgreSQL with fsync on (default off: CPU-bound)")
