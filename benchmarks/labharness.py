@@ -309,8 +309,8 @@ def _cpu_control(args: argparse.Namespace) -> int:
     steered by the backend's own CPU time from /proc, so the target holds under any load.
 
     ``--nice N`` lowers the scheduling priority of this process and of its backend (the private
-    lab's server runs as this user, so no privilege is needed): the same CPU, spent only when the
-    saturated machine's normal-priority processes leave it room.
+    lab's server runs as this user, so no privilege is needed). At 19 on the saturated machine it
+    still got its whole CPU, and cost the same (docs/benchmarks.md, run S).
     """
     import psycopg
 
