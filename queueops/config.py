@@ -35,6 +35,17 @@ KINDS = ("delete", "status", "lease", "due", "ring")
 
 MAX_NAME = 128  # queue and target names: the store's name columns
 
+# Every number in a config is finite and within a range a human would accept, so a slip such as
+# ``fast_s = 1e300`` (the scheduler's OverflowError at start) or ``lease_timeout_s = inf`` (an
+# interval the server refuses every cycle) is told by ``config check`` with the file, the field
+# and the value, instead of by the running service. The bounds are generous; they only refuse
+# what no deployment means.
+HOUR_S, DAY_S = 3600.0, 86_400.0
+WEEK_S = 7 * DAY_S
+MAX_ROWS = 2**31 - 1  # counts and sizes that reach an int4 / int parameter
+Interval = Annotated[float, Field(ge=1, le=DAY_S)]  # how often something runs: 1 s to 1 day
+Grace = Annotated[float, Field(ge=0, le=DAY_S)]  # how long something may wait or be late: 0 to 1 day
+
 
 def _ident(value: str) -> str:
     # Generic rules here; the length limit of the target's dialect (PostgreSQL: 63 bytes, SQL
@@ -50,7 +61,8 @@ Ident = Annotated[str, AfterValidator(_ident)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    # allow_inf_nan=False: inf and nan are refused as "a finite number" wherever a float is read.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, allow_inf_nan=False)
 
 
 class Threshold(_Model):
@@ -76,7 +88,7 @@ class Watermark(_Model):
     schema_: Ident | None = Field(default=None, alias="schema")
     table: Ident
     column: Ident
-    buffer: int = Field(default=0, ge=0)
+    buffer: int = Field(default=0, ge=0, le=MAX_ROWS)
 
 
 class TimesFrom(_Model):
@@ -151,7 +163,7 @@ class Queue(_Model):
     push_column: Ident | None = None
     pop_column: Ident | None = None
     refcount_column: Ident | None = None
-    capacity: int | None = Field(default=None, gt=0)
+    capacity: int | None = Field(default=None, gt=0, le=MAX_ROWS)
     # any kind
     watermark: Watermark | None = None
     # Times kept in another table: enqueued_at / status_changed_at left empty are read from it.
@@ -161,8 +173,14 @@ class Queue(_Model):
     # (partial indexes WHERE finished_at IS NULL). Every per-queue statement then reads only rows
     # where all of them are NULL, so finished jobs are not counted and those indexes match.
     open_when_null: list[Ident] = Field(default_factory=list)
-    lease_timeout_s: float = Field(default=300, gt=0)
+    # Up to a week: a lease longer than that is a job nobody watches, not a timeout.
+    lease_timeout_s: float = Field(default=300, gt=0, le=WEEK_S)
     thresholds: dict[str, Threshold] = Field(default_factory=dict)
+
+    @field_validator("thresholds")
+    @classmethod
+    def _known_metrics(cls, v: dict[str, Threshold]) -> dict[str, Threshold]:
+        return _known_metric_keys(v)
 
     @model_validator(mode="after")
     def _kind_columns(self) -> Queue:
@@ -203,36 +221,36 @@ class Queue(_Model):
 
 class Store(_Model):
     url: str = "sqlite:///.queueops/store.db"
-    retention_days: float = Field(default=14, gt=0)
-    buffer_rows: int = Field(default=100_000, gt=0)
+    retention_days: float = Field(default=14, gt=0, le=3650)
+    buffer_rows: int = Field(default=100_000, gt=0, le=10_000_000)
     # Retention pruning: how often, and rows per DELETE (small batches keep SQLite's writer lock
     # and PostgreSQL's transactions short while the service keeps writing).
-    prune_every_s: float = Field(default=3600, gt=0)
+    prune_every_s: Interval = 3600
     prune_batch: int = Field(default=5000, gt=0, le=1_000_000)
 
 
 class Lake(_Model):
     path: str = ".queueops/lake"
-    export_every_s: float = Field(default=3600, gt=0)
+    export_every_s: Interval = 3600
     # An hour is "closed" this long after it ends, so the rows of a cycle in flight at :59 are in.
-    close_grace_s: float = Field(default=60, ge=0)
+    close_grace_s: float = Field(default=60, ge=0, le=HOUR_S)
 
 
 class Schedule(_Model):
-    fast_s: float = Field(default=15, gt=0)
-    slow_s: float = Field(default=300, gt=0)
-    collectors: dict[str, float] = Field(default_factory=dict)
-    misfire_grace_s: float = Field(default=30, gt=0)
+    fast_s: Interval = 15
+    slow_s: Interval = 300
+    collectors: dict[str, Interval] = Field(default_factory=dict)
+    misfire_grace_s: float = Field(default=30, gt=0, le=DAY_S)
     # A target that cannot be reached: full connection attempts back off exponentially up to this,
     # while a cheap TCP probe every interval notices the server's return at once.
-    backoff_max_s: float = Field(default=300, gt=0)
+    backoff_max_s: Interval = 300
 
 
 class AlertRule(_Model):
     metric: str
     op: Literal[">", ">=", "<", "<=", "==", "!="] = ">"
     value: float
-    for_s: float = Field(default=0, ge=0)
+    for_s: Grace = 0
     queues: list[str] = Field(default_factory=list)
     severity: Literal["warn", "crit"] = "crit"
     name: str | None = None
@@ -245,7 +263,7 @@ class Alerts(_Model):
     # Each queue's thresholds (or DEFAULT_THRESHOLDS) become rules unless an explicit rule covers
     # the same metric and queue.
     thresholds: bool = True
-    thresholds_for_s: float = Field(default=0, ge=0)
+    thresholds_for_s: Grace = 0
     webhook_timeout_s: float = Field(default=5, gt=0, le=60)
 
 
@@ -265,8 +283,8 @@ class ActionSettings(_Model):
 
 class Console(_Model):
     users_file: str | None = None
-    refresh_s: float = Field(default=5, gt=0)
-    cache_s: float = Field(default=5, ge=0)
+    refresh_s: float = Field(default=5, ge=1, le=HOUR_S)
+    cache_s: float = Field(default=5, ge=0, le=HOUR_S)
 
 
 class Report(_Model):
@@ -392,6 +410,16 @@ def _lookup(raw: Any, loc: tuple[Any, ...]) -> Any:
         except (KeyError, IndexError, TypeError):
             return _MISSING
     return node
+
+
+def _known_metric_keys(v: dict[str, Any]) -> dict[str, Any]:
+    """Refuse a metric name the catalog does not know (a typo would otherwise set no level at all)."""
+    unknown = [name for name in v if catalog.get(name) is None]
+    if unknown:
+        known = ", ".join(sorted(catalog.thresholds()))
+        raise ValueError(f"unknown metric(s) {', '.join(map(repr, unknown))}; metrics with levels: {known} "
+                         "(any metric of sql/metrics.toml, or a counter's <name>_per_s rate, is accepted)")
+    return v
 
 
 def _cross_checks(cfg: Config) -> list[Problem]:

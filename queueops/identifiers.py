@@ -30,6 +30,48 @@ def _quote_like(ch: str) -> bool:
     return "QUOTATION" in name or "APOSTROPHE" in name or "PRIME" in name
 
 
+# Scripts that may share one identifier with Latin (Unicode TR39's "highly restrictive" level):
+# Japanese mixes Han, Hiragana and Katakana; Chinese Han and Bopomofo; Korean Han and Hangul.
+_SCRIPT_SETS: tuple[frozenset[str], ...] = (
+    frozenset({"LATIN", "HAN", "HIRAGANA", "KATAKANA"}),
+    frozenset({"LATIN", "HAN", "BOPOMOFO"}),
+    frozenset({"LATIN", "HAN", "HANGUL"}),
+)
+# Cyrillic and Greek letters that render like a Latin letter in common fonts (from Unicode's
+# confusables.txt): a name made only of them reads like an ASCII name and names another table.
+_LATIN_LOOKALIKES = frozenset(
+    "аеорсухіјѕԁԛԝһӏꙇԍАВЕКМНОРСТХУІЈЅԌ"  # Cyrillic
+    "αεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"  # Greek
+)
+
+
+def _script(ch: str) -> str | None:
+    """The script of a letter, by its Unicode name; None for digits, marks, punctuation (common)."""
+    if not unicodedata.category(ch).startswith("L"):
+        return None
+    word = unicodedata.name(ch, "").split(" ")[0]
+    if word in ("CJK", "IDEOGRAPHIC"):
+        return "HAN"
+    if word in ("KATAKANA-HIRAGANA", "MODIFIER", "HALFWIDTH", "FULLWIDTH"):  # shared, or refused by NFKC
+        return None
+    return word or None
+
+
+def _script_problem(name: str) -> str | None:
+    """Why ``name`` mixes scripts the way a spoof does (Latin ``l`` and ``b`` around a Cyrillic
+    ``а``), or is a whole-script look-alike of a Latin name; None for an honest name."""
+    scripts = {s for ch in name if (s := _script(ch))}
+    if len(scripts) > 1 and not any(scripts <= allowed for allowed in _SCRIPT_SETS):
+        odd = next(ch for ch in name if _script(ch) not in (None, "LATIN"))
+        return (f"mixes the scripts {', '.join(sorted(s.lower() for s in scripts))} (U+{ord(odd):04X} "
+                f"{unicodedata.name(odd, '?').lower()}): a look-alike of another name")
+    letters = [ch for ch in name if _script(ch)]
+    if letters and scripts <= {"CYRILLIC", "GREEK"} and all(ch in _LATIN_LOOKALIKES for ch in letters):
+        return (f"is written in {', '.join(sorted(s.lower() for s in scripts))} letters that all look like "
+                "Latin ones: a look-alike of an ASCII name")
+    return None
+
+
 def identifier_problem(name: object, dialect: str = "postgresql", *, check_length: bool = True) -> str | None:
     """Return why ``name`` is not acceptable as an identifier, or None when it is.
 
@@ -37,7 +79,9 @@ def identifier_problem(name: object, dialect: str = "postgresql", *, check_lengt
     separators and comment markers are never part of a real queue table's name, and refusing them
     makes hostile config visible. Unicode is allowed only in NFKC-normal form, so look-alike
     characters (fullwidth letters, ligatures) that render like ASCII but name a different object
-    are refused. ``check_length=False`` leaves the length to a check that knows the dialect.
+    are refused; so are names mixing scripts (``lаb`` with a Cyrillic ``а``) beyond the
+    combinations real languages use, and names whose letters are all Cyrillic or Greek look-alikes
+    of Latin ones. ``check_length=False`` leaves the length to a check that knows the dialect.
     """
     if not isinstance(name, str):
         return "must be a string"
@@ -61,7 +105,7 @@ def identifier_problem(name: object, dialect: str = "postgresql", *, check_lengt
             return f"contains U+{ord(ch):04X} ({unicodedata.name(ch, '?').lower()}), a look-alike of a quote"
     if unicodedata.normalize("NFKC", name) != name:
         return "contains Unicode look-alike characters (not in NFKC normal form)"
-    return None
+    return _script_problem(name)
 
 
 @cache

@@ -15,7 +15,10 @@ from urllib.parse import unquote
 
 _KNOWN_SECRETS: set[str] = set()
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@\s]*)@", re.I)
-_KV_PASSWORD = re.compile(r"(?P<key>\b(?:pwd|password)\s*=\s*)(?P<pw>\{[^}]*\}|[^;\s]+)", re.I)
+# A value that is an env:/file: reference names where the secret is, not the secret: it stays, so
+# that the hint 'use password = "env:NAME"' survives the masking of the message that carries it.
+_KV_PASSWORD = re.compile(r"(?P<key>\b(?:pwd|password)\s*=\s*)(?![\"']?(?:env|file):)(?P<pw>\{[^}]*\}|[^;\s]+)",
+                          re.I)
 
 
 class SecretError(ValueError):

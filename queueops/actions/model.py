@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from queueops.actions import ACTIONS  # noqa: F401 - re-exported
-from queueops.config import Queue, Target
+from queueops.config import DAY_S, MAX_ROWS, WEEK_S, Queue, Target
 from queueops.sqlfiles import Statement
 
 Outcome = Literal["running", "ok", "failed", "interrupted", "refused"]
@@ -53,35 +53,38 @@ class Interrupted(BaseException):  # noqa: N818 - reads as an event, like Keyboa
 
 
 class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Finite numbers in a range a human would accept (as in the config, queueops.config): an
+    # ``--older-than-s inf`` is told here, not by the server after the audit record was written.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class RequeueOptions(_Options):
-    max_items: int | None = Field(default=None, gt=0, description="release at most this many items")
+    max_items: int | None = Field(default=None, gt=0, le=MAX_ROWS, description="release at most this many items")
     batch_size: int = Field(default=500, ge=1, le=1000, description="items per batch (one transaction each)")
     pause_s: float = Field(default=0.0, ge=0, le=60, description="pause between batches")
     bump_attempts: bool = Field(default=False, description="add 1 to the attempts column of each item")
-    lease_timeout_s: float | None = Field(default=None, gt=0, description="override the queue's lease_timeout_s")
+    lease_timeout_s: float | None = Field(default=None, gt=0, le=WEEK_S,
+                                          description="override the queue's lease_timeout_s")
 
 
 class ArchiveOptions(_Options):
-    older_than_s: float = Field(default=86_400, ge=0, description="finished at least this long ago")
+    older_than_s: float = Field(default=86_400, ge=0, le=3650 * DAY_S, description="finished at least this long ago")
     mode: Literal["delete", "move"] = "delete"
     archive_table: str | None = Field(default=None, description="move: table with the queue table's columns")
     archive_data_table: str | None = Field(default=None, description="move: table with the data table's columns")
     archive_schema: str | None = Field(default=None, description="schema of the archive tables (default: the queue's)")
-    max_items: int | None = Field(default=None, gt=0)
+    max_items: int | None = Field(default=None, gt=0, le=MAX_ROWS)
     batch_size: int = Field(default=200, ge=1, le=1000)
     pause_s: float = Field(default=0.5, ge=0, le=60, description="pause between batches")
 
 
 class WatermarkOptions(_Options):
-    buffer: int | None = Field(default=None, ge=0, description="override the watermark's configured buffer")
+    buffer: int | None = Field(default=None, ge=0, le=MAX_ROWS, description="override the watermark's configured buffer")
 
 
 class RebuildOptions(_Options):
     indexes: list[str] = Field(default_factory=list, description="only these indexes, whatever their figures")
-    min_pages: int = Field(default=1000, ge=0)
+    min_pages: int = Field(default=1000, ge=0, le=MAX_ROWS)
     reorganize_pct: float = Field(default=5.0, ge=0, le=100)
     rebuild_pct: float = Field(default=30.0, ge=0, le=100)
     allow_offline: bool = Field(default=False, description="allow an offline rebuild where online is impossible")
@@ -94,9 +97,9 @@ class RebuildOptions(_Options):
 
 
 class TerminateOptions(_Options):
-    session: int | None = Field(default=None, gt=0, description="end this session (it must be a root cause)")
+    session: int | None = Field(default=None, gt=0, le=MAX_ROWS, description="end this session (it must be a root cause)")
     cancel_only: bool = Field(default=False, description="PostgreSQL: cancel the running statement, keep the session")
-    min_age_s: float | None = Field(default=None, ge=0, description="a snapshot holder counts from this transaction "
+    min_age_s: float | None = Field(default=None, ge=0, le=WEEK_S, description="a snapshot holder counts from this transaction "
                                     "age (default: the queue's oldest_snapshot_age_s warn threshold, else 30 s)")
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from pyarrow import fs as pafs
 
+from queueops.private import private_dir
+
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
@@ -200,7 +202,7 @@ def export_lock(lake: Lake) -> Iterator[None]:
         return
     import fcntl
 
-    Path(lake.root).mkdir(parents=True, exist_ok=True)
+    private_dir(Path(lake.root))
     with open(Path(lake.root) / ".export.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:

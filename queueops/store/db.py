@@ -12,6 +12,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from queueops import secrets
 from queueops.config import Config
+from queueops.private import private_file
 from queueops.store.schema import metadata
 
 
@@ -19,8 +20,7 @@ def store_url(cfg: Config) -> str:
     """The store URL with a relative SQLite path resolved against the config file's folder."""
     url = make_url(secrets.resolve(cfg.store.url, cfg.base_dir))
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        path = cfg.path(url.database)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = private_file(cfg.path(url.database))
         url = url.set(database=str(path))
     return url.render_as_string(hide_password=False)
 

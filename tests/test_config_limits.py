@@ -1,0 +1,170 @@
+"""Issue 30, items 6 and 7: every number has a finite range, unknown metric names and look-alike
+identifiers are refused, the store and the lake are private, and a refusal keeps its fix hint.
+
+Each case was accepted before: ``fast_s = 1e300`` passed ``config check`` and the service died at
+start in its scheduler; ``lease_timeout_s = inf`` failed at the server every cycle; a ``depht``
+threshold set no level at all; ``lаb`` (Cyrillic ``а``) named another schema; the store's SQLite
+file (which holds the audit's SQL) and the lake were world-readable.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from queueops import config as config_mod
+from queueops.identifiers import identifier_problem
+from tests.conftest import ROOT
+
+TARGET = '[[targets]]\nname = "t"\ndialect = "postgresql"\nurl = "postgresql://u@127.0.0.1:1/db"\n\n'
+LEASE_QUEUE = ('[[queues]]\nname = "jobs"\ntarget = "t"\nkind = "lease"\ntable = "jobs"\nkey = "id"\n'
+               'lease_column = "leased_at"\n')
+
+
+def _refusal(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(config_mod.ConfigError) as info:
+        config_mod.load(path)
+    message = str(info.value)
+    assert message.startswith(str(path)), message
+    return message
+
+
+@pytest.mark.parametrize(("section", "field", "value"), [
+    ("schedule", "fast_s", "1e300"),
+    ("schedule", "slow_s", "inf"),
+    ("schedule", "fast_s", "nan"),
+    ("schedule", "fast_s", "0.001"),
+    ("schedule", "backoff_max_s", "1e9"),
+    ("schedule", "misfire_grace_s", "inf"),
+    ("store", "retention_days", "1e12"),
+    ("store", "prune_every_s", "inf"),
+    ("store", "buffer_rows", "99999999999"),
+    ("lake", "export_every_s", "1e300"),
+    ("lake", "close_grace_s", "inf"),
+    ("console", "refresh_s", "1e300"),
+    ("console", "cache_s", "-inf"),
+    ("alerts", "thresholds_for_s", "inf"),
+])
+def test_a_number_out_of_range_names_file_field_and_value(tmp_path: Path, section: str, field: str,
+                                                          value: str) -> None:
+    message = _refusal(tmp_path, f"[{section}]\n{field} = {value}\n\n{TARGET}")
+    assert f"{section}.{field} = " in message, message
+    shown = message.split(f"{section}.{field} = ", 1)[1]
+    assert shown.startswith(repr(float(value))) or shown.startswith(value), message
+
+
+@pytest.mark.parametrize(("line", "field"), [
+    ("lease_timeout_s = inf", "lease_timeout_s"),
+    ("lease_timeout_s = 1e308", "lease_timeout_s"),
+    ("thresholds = { depth = { warn = inf } }", "thresholds.depth.warn"),
+    ("watermark = { table = \"w\", column = \"c\", buffer = 99999999999 }", "watermark.buffer"),
+])
+def test_a_queue_number_out_of_range_is_refused(tmp_path: Path, line: str, field: str) -> None:
+    message = _refusal(tmp_path, f"{TARGET}{LEASE_QUEUE}{line}\n")
+    assert f"queues[0](name='jobs').{field} = " in message, message
+
+
+def test_a_schedule_collector_interval_and_an_alert_value_must_be_finite(tmp_path: Path) -> None:
+    message = _refusal(tmp_path, "[schedule]\ncollectors = { depth = inf }\n\n"
+                                 "[[alerts.rules]]\nmetric = \"depth\"\nvalue = nan\n\n" + TARGET)
+    assert "schedule.collectors.depth = inf: Input should be a finite number" in message
+    assert "alerts.rules[0].value = nan: Input should be a finite number" in message
+
+
+def test_bounds_accept_what_people_configure(tmp_path: Path) -> None:
+    path = tmp_path / "ok.toml"
+    path.write_text("[schedule]\nfast_s = 1\nslow_s = 86400\n\n[console]\nrefresh_s = 1\ncache_s = 0\n\n"
+                    f"{TARGET}{LEASE_QUEUE}lease_timeout_s = 604800\n")
+    cfg = config_mod.load(path)
+    assert cfg.schedule.fast_s == 1 and cfg.queues[0].lease_timeout_s == 604800
+    for preset_example in (ROOT / "examples").glob("*.toml"):
+        config_mod.load(preset_example)  # every shipped example stays valid
+
+
+def test_an_unknown_metric_in_thresholds_is_refused_with_the_list(tmp_path: Path) -> None:
+    message = _refusal(tmp_path, f"{TARGET}{LEASE_QUEUE}thresholds = {{ depht = {{ warn = 10 }} }}\n")
+    assert "queues[0](name='jobs').thresholds = " in message
+    assert "unknown metric(s) 'depht'" in message and "depth" in message and "stuck_leases" in message
+    path = tmp_path / "rate.toml"
+    path.write_text(f"{TARGET}{LEASE_QUEUE}thresholds = {{ lock_timeouts_per_s = {{ warn = 1 }} }}\n")
+    assert config_mod.load(path).queues[0].thresholds["lock_timeouts_per_s"].warn == 1  # a counter's rate
+
+
+@pytest.mark.parametrize("name", ["l\u0430b", "j\u043ebs", "\u0440\u0430\u0443", "q\u03bfueue", "\u0391\u0392\u0395"])
+def test_mixed_script_and_whole_script_look_alikes_are_refused(tmp_path: Path, name: str) -> None:
+    assert identifier_problem(name, "postgresql") is not None
+    message = _refusal(tmp_path, f'{TARGET}{LEASE_QUEUE}schema = "{name}"\n')
+    assert "queues[0](name='jobs').schema" in message and "look-alike" in message, message
+
+
+@pytest.mark.parametrize("name", ["очередь", "задачи_2", "ジョブ_queue", "作業キュー", "job_队列", "큐_jobs",
+                                  "Ελληνικά", "café", "Straße", "données_q"])
+def test_honest_unicode_names_still_pass(name: str) -> None:
+    assert identifier_problem(name, "postgresql") is None, identifier_problem(name, "postgresql")
+
+
+def test_the_literal_password_refusal_keeps_its_fix_hint(tmp_path: Path) -> None:
+    message = _refusal(tmp_path, TARGET.replace("u@127", "u:hunter22@127"))
+    assert "hunter22" not in message
+    assert 'use password = "env:NAME" or "file:PATH"' in message, message
+
+
+def test_the_store_and_the_lake_are_created_private(tmp_path: Path) -> None:
+    from queueops.lake import fs as lakefs
+    from queueops.store import open_engine
+
+    path = tmp_path / "c.toml"
+    path.write_text('[store]\nurl = "sqlite:///state/deeper/store.db"\n\n[lake]\npath = "state/lake"\n\n' + TARGET)
+    cfg = config_mod.load(path)
+    engine = open_engine(cfg)
+    with engine.begin() as conn:  # a write: the WAL and shared-memory files exist now
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS t_probe (x int)")
+        conn.exec_driver_sql("INSERT INTO t_probe VALUES (1)")
+    lake = lakefs.resolve(cfg.lake.path, cfg.base_dir)
+    with lakefs.export_lock(lake):
+        pass
+    state = tmp_path / "state"
+    modes = {str(p.relative_to(tmp_path)): p.stat().st_mode & 0o777 for p in [state, *state.rglob("*")]}
+    engine.dispose()
+    assert modes["state/deeper/store.db"] == 0o600, modes
+    assert modes["state/deeper/store.db-wal"] == 0o600, modes
+    for folder in ("state", "state/deeper", "state/lake"):
+        assert modes[folder] == 0o700, modes
+    assert not [p for p, m in modes.items() if m & 0o077 and not p.startswith("state/lake/")], modes
+
+
+def test_an_existing_folder_keeps_its_mode(tmp_path: Path) -> None:
+    from queueops.private import private_file
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    private_file(shared / "store.db")
+    assert shared.stat().st_mode & 0o777 == 0o755
+    assert (shared / "store.db").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["requeue", "--queue", "jobs", "--lease-timeout-s", "1e308"], "lease_timeout_s"),
+    (["requeue", "--queue", "jobs", "--max-items", "99999999999"], "max_items"),
+    (["archive", "--queue", "done", "--older-than-s", "inf"], "older_than_s"),
+    (["archive", "--queue", "done", "--pause-s", "nan"], "pause_s"),
+    (["terminate", "--queue", "jobs", "--min-age-s", "1e300"], "min_age_s"),
+])
+def test_the_cli_refuses_an_action_option_out_of_range_before_connecting(tmp_path: Path, args: list[str],
+                                                                         field: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'{TARGET}{LEASE_QUEUE}\n[[queues]]\nname = "done"\ntarget = "t"\nkind = "status"\n'
+                    'table = "s"\nkey = "id"\nstatus_column = "st"\nenqueued_at = "e"\n')
+    proc = subprocess.run([sys.executable, "-m", "queueops.cli", "act", *args, "--config", str(path), "--dry-run"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env={**os.environ, "QUEUEOPS_CONFIG": ""})
+    assert proc.returncode == 2, proc.stderr
+    assert f"bad options for {args[0]}: {field}:" in proc.stderr, proc.stderr
+    assert "connect" not in proc.stderr.lower()
