@@ -54,6 +54,19 @@ def _target_toml(t: Target, base: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+# A new config acts as viewer from the command line (previews only) until someone names an operator:
+# said in the file, so that the README's next command (act ... --yes) is not a silent refusal.
+IDENTITY = """\
+# Actions from the command line run as [identity] user (else your OS user) with the role
+# [identity] roles gives it; anyone unlisted is a viewer, whose actions are refused (previews
+# work). To act, uncomment and name yourself:
+# [identity]
+# user = "alice"
+# roles = { alice = "operator" }
+
+"""
+
+
 def _write(path: Path, target: Target, base: Path, found: list[discovery.Proposal]) -> int:
     """Write a new config, or append the queues not yet mapped (same target, schema and table)."""
     head = ""
@@ -76,7 +89,7 @@ def _write(path: Path, target: Target, base: Path, found: list[discovery.Proposa
             return 0  # nothing new: the file stays as it is
         text = path.read_text(encoding="utf-8").rstrip("\n") + "\n\n"
     else:
-        head, text = _target_toml(target, base), "# written by queueops discover: check each queue's evidence\n\n"
+        head, text = _target_toml(target, base), "# written by queueops discover: check each queue's evidence\n\n" + IDENTITY
     body = discovery.render_toml(found, target.name, taken) if found else ""
     path.write_text(text + head + ("\n" if head and body else "") + body, encoding="utf-8")
     return len(found)

@@ -56,6 +56,15 @@ def test_discover_finds_lab_and_libraries(installed: LibServer, tmp_path: Path) 
     assert (ring["sequence_table"], ring["capacity"]) == ("q_ring_seq", 1024)
     delete = next(q for q in cfg["queues"] if q.get("table") == "q_delete")
     assert delete["watermark"] == {"table": "q_delete_watermark", "column": "low_key"}
+    # issue 31: a new config says how to act from the command line (it acts as viewer until then),
+    # and uncommenting that block as written makes the named user an operator
+    assert "identity" not in cfg and "# [identity]" in text
+    enabled = text.replace('# [identity]\n# user = "alice"\n# roles = { alice = "operator" }',
+                           '[identity]\nuser = "alice"\nroles = { alice = "operator" }')
+    from queueops import config as config_mod
+    from queueops import roles
+
+    assert roles.resolve(config_mod.parse(tomllib.loads(enabled))).role == "operator"
 
     check = _cli("config", "check", "--live", "--config", str(found), password=installed.password)
     print(check.stdout)
