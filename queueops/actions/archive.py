@@ -152,7 +152,7 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
             return removed
 
     summaries = run_batches(runner, planned_rows=plan.observed["count"], batch_size=opts.batch_size,
-                            max_items=opts.max_items, pause_s=opts.pause_s, batch=batch)
+                            cap=opts.max_items, pause_s=opts.pause_s, batch=batch)
     sqlf = runner.sql("archive")
     left = int(runner.execute(sqlf.render("count", frags, {**values, "limit_n": LIMIT_ALL}))[0]["n"])
     if left:

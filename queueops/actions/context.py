@@ -68,6 +68,11 @@ class Runner:
     on_commit: Callable[[int], None] | None = None
     log: executor.CommandLog | None = None
     rows: int = 0
+    # What has been done so far, one summary per committed batch / completed statement, kept as it
+    # happens: a failed or interrupted action's result lists what it committed before it stopped.
+    done_rows: list[dict[str, Any]] = field(default_factory=list)
+    # Notes for the result and the audit record (e.g. fewer items qualified than the preview counted).
+    notes: list[str] = field(default_factory=list)
     _monitor: Session | None = field(default=None, repr=False)
 
     @property
@@ -103,6 +108,10 @@ class Runner:
         self.rows = rows_total
         if self.on_commit:
             self.on_commit(rows_total)
+
+    def note(self, text: str) -> None:
+        """Say something in the result and the audit record that is not an error."""
+        self.notes.append(text)
 
     def report(self, phase: str, **kw: Any) -> None:
         if self.callback is None:

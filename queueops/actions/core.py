@@ -86,10 +86,16 @@ NOTHING_TO_DO = "nothing to do: the preview found nothing to change; not run, no
 
 
 def _result(plan: Plan, actor: roles.Actor, outcome: str, rows: int | None, error: str, audit_id: int | None,
-            started: datetime, out_rows: list[dict[str, Any]] | None = None) -> Result:
+            started: datetime, out_rows: list[dict[str, Any]] | None = None, notes: list[str] | None = None) -> Result:
     return Result(action=plan.action, queue=plan.queue.name, target=plan.target.name, outcome=outcome,  # type: ignore[arg-type]
                   rows_affected=rows, error=secrets.mask(error), audit_id=audit_id, user=actor.user, role=actor.role,
-                  started=started, ended=datetime.now(UTC), rows=out_rows or [], preview=plan.preview)
+                  started=started, ended=datetime.now(UTC), rows=out_rows or [], preview=plan.preview,
+                  notes=[secrets.mask(n) for n in notes or []])
+
+
+def _with_notes(error: str, notes: list[str]) -> str:
+    """The audit record's error text: the error, then the result's notes (an ``ok`` record's only text)."""
+    return "; ".join([*([error] if error else []), *(f"note: {n}" for n in notes)])
 
 
 def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Actor | None = None,
@@ -162,6 +168,9 @@ def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Ac
                  f"back, committed batches stay done: " if lost else "") + f"{type(exc).__name__}: {exc}"
     finally:
         rows = runner.rows if runner else 0
+        notes = list(runner.notes) if runner else []
+        if runner and not out_rows:  # failed or interrupted: what it committed before it stopped
+            out_rows = list(runner.done_rows)
         if runner:
             runner.close()
         if session:
@@ -170,10 +179,10 @@ def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Ac
             note = (f"{log.lost} statement(s) ran without their command row: the store was unavailable "
                     "when they started")
             error = f"{error}; {note}" if error else note
-        late = _finish(store, rid, outcome, rows, error, journal)
+        late = _finish(store, rid, outcome, rows, _with_notes(error, notes), journal)
     if late:
         error = f"{error}; {late}" if error else late
-    return _result(plan, actor, outcome, rows, error, rid, started, out_rows)
+    return _result(plan, actor, outcome, rows, error, rid, started, out_rows, notes)
 
 
 def _finish(store: Engine, rid: int, outcome: str, rows: int, error: str, journal: str) -> str:

@@ -276,6 +276,9 @@ class Result:
     ended: datetime | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     preview: Preview | None = None
+    # What the operator should know that is no error: e.g. fewer items qualified at execution than
+    # the preview counted (the rest changed, went or were held meanwhile). Also in the audit record.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -289,6 +292,6 @@ class Result:
             "started": jsonable(self.started), "ended": jsonable(self.ended),
             "sql": self.preview.sql if self.preview else "",
             "params": self.preview.params if self.preview else [],
-            "rows": jsonable(self.rows),
+            "rows": jsonable(self.rows), "notes": list(self.notes),
             "preview": self.preview.to_json() if self.preview else None,
         }

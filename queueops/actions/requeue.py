@@ -4,9 +4,17 @@ Lease kind: clear the lease of items leased longer ago than the lease timeout. S
 items that have been processing longer than that back to the first ready value. The cutoff
 (database clock minus the timeout) is fixed by the preview and reused by the execution, and the
 batch statement has exactly the preview's predicate, so the preview's count is the number of
-rows the execution touches when nothing changes in between. Leases only ever move forward, so no
-row can enter the set after the preview; a row that leaves it (renewed, finished, re-leased) is
-not touched, and each row is written only if its lease value is still the one observed.
+rows the execution touches when nothing changes in between. A row that leaves the set (renewed,
+finished, re-leased) is not touched, and each row is written only if its lease value is still
+the one observed.
+
+What binds the execution to the preview: the cutoff, and the preview's count as a cap on the
+total (each batch asks for at most what is left of it). A lease normally only moves forward, so
+a row should not enter the set after the preview -- but it can: a consumer whose clock is behind
+the database's writes a lease that is already older than the cutoff, and an application that
+claims a status item without setting ``status_changed_at`` moves a long-ready item straight into
+it. Such rows are taken only within the confirmed count, oldest first, never beyond it. When
+fewer rows qualified than the preview counted, the result and the audit record say so.
 """
 
 from __future__ import annotations
@@ -105,11 +113,17 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
         rows = runner.execute(sqlf.render(plan.observed["block"], frags, {**values, "batch_n": n}), step="batch")
         return [r["item"] for r in rows]
 
-    summaries = run_batches(runner, planned_rows=plan.observed["count"], batch_size=opts.batch_size,
-                            max_items=opts.max_items, pause_s=opts.pause_s, batch=batch)
+    confirmed = int(plan.observed["count"])  # the preview's count, already capped by --max-items
+    summaries = run_batches(runner, planned_rows=confirmed, batch_size=opts.batch_size, cap=confirmed,
+                            pause_s=opts.pause_s, batch=batch)
+    if runner.rows < confirmed:
+        runner.note(f"the preview counted {confirmed} item(s), {runner.rows} were released: {confirmed - runner.rows} "
+                    "no longer qualified (renewed, finished or re-leased since the preview) or were held by other "
+                    "sessions (skipped)")
     unfailed = "_unfailed" if q.kind == "lease" and q.error_column else ""
     left = int(runner.execute(sqlf.render(f"count_{q.kind}{unfailed}", frags, {**values, "limit_n": LIMIT_ALL}))[0]["n"])
     if left:
-        summaries.append({"left": left, "note": "still older than the cutoff: held by other sessions (skipped, "
-                                                "never waited for) or beyond --max-items"})
+        summaries.append({"left": left, "note": "still older than the cutoff, not released: held by other sessions "
+                                                "(skipped, never waited for), beyond --max-items, or entered the set "
+                                                "after the preview (never beyond the confirmed count); preview again"})
     return summaries

@@ -235,6 +235,8 @@ def _act(args: argparse.Namespace) -> int:
         print(line)
         for row in result.rows:
             print(f"  {jsonable(row)}")
+        for note in result.notes:
+            print(f"note: {note}")
     if result.error:
         print(f"queueops: {result.outcome}: {result.error}", file=sys.stderr)
     return EXIT.get(result.outcome, 1)

@@ -58,9 +58,10 @@ def test_requeue_command_rows_are_the_statements_executed(acts, executed) -> Non
     assert len(rows) == 4 and rows[-1]["step"] == "" and rows[-1]["rows"] == 1  # the count of what is left
     step = plan.preview.steps[0]
     previewed = json.loads(dumps(list(step.statement.params)))
-    for r in batches:
+    for r, size in zip(batches, (100, 100, 50), strict=True):
         assert r["statement"] == shown_sql(step.statement.sql, "postgresql")  # byte-identical to the preview
-        assert json.loads(r["params"]) == previewed  # same cutoff, same batch size
+        # Same cutoff; the batch size, cut to what is left of the preview's count (never more in total).
+        assert json.loads(r["params"]) == [previewed[0], size]
         assert r["error"] == "" and r["end_time"] >= r["start_time"] and '"lease q"' in r["object"]
     assert [r["seq"] for r in rows] == [1, 2, 3, 4]
     # The CLI shows them under the record.

@@ -43,6 +43,15 @@ def _run_and_kill(acts, cfg, plan, action: str, after_batches: int) -> actions.R
     return box["r"]
 
 
+def _lists_its_committed_batches(r: actions.Result, batch_size: int) -> None:
+    """An interrupted result lists the batches it committed before it stopped, as they were
+    reported (issue 30): one summary each, adding up to rows_affected."""
+    batches = [b for b in r.rows if "batch" in b]
+    assert batches and [b["batch"] for b in batches] == list(range(1, len(batches) + 1))
+    assert all(b["rows"] == batch_size for b in batches) and sum(b["rows"] for b in batches) == r.rows_affected
+    assert r.to_json()["rows"] == r.rows
+
+
 def test_connection_killed_mid_requeue(acts) -> None:  # noqa: ANN001
     acts.sql("INSERT INTO @lease (processing_started_at) SELECT now() - interval '1 minute' "
              "FROM generate_series(1, 3000)")
@@ -57,6 +66,7 @@ def test_connection_killed_mid_requeue(acts) -> None:  # noqa: ANN001
     assert len(done) + len(untouched) == 3000  # nothing half-done
     assert len(done) % 100 == 0 and 500 <= len(done) < 3000  # whole batches only
     assert r.rows_affected <= len(done) <= r.rows_affected + 100
+    _lists_its_committed_batches(r, 100)
     rec = audit.entry(open_engine(cfg), r.audit_id)
     assert rec["outcome"] == "interrupted" and rec["rows_affected"] == r.rows_affected and rec["end_time"]
     # Re-running continues with exactly what is left.
@@ -84,6 +94,7 @@ def test_connection_killed_mid_archive(acts) -> None:  # noqa: ANN001
     assert counts == [len(in_queue), len(in_queue), len(archived), len(archived)]
     assert len(archived) % 50 == 0 and len(archived) >= 200
     assert r.rows_affected <= len(archived) <= r.rows_affected + 50
+    _lists_its_committed_batches(r, 50)
     assert audit.entry(open_engine(cfg), r.audit_id)["outcome"] == "interrupted"
     # Resumable: the next run moves the rest.
     rest = actions.execute(cfg, actions.plan(cfg, "archive", "status", {

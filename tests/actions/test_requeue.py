@@ -162,3 +162,36 @@ def test_dead_consumer_items_come_back_and_are_processed_once(acts) -> None:  # 
     assert errors == []  # no consumer ever waited past its lock timeout
     assert acts.sql("SELECT count(*) FROM @lease")[0][0] == 0  # nothing lost: every item finished
     assert sorted(counts) == list(range(1, 601)) and max(counts.values()) == 1  # each exactly once
+
+
+def test_rows_entering_the_set_after_the_preview_never_exceed_the_confirmed_count(acts) -> None:  # noqa: ANN001
+    """A lease does not always move forward: an application that claims a status item without
+    setting status_changed_at moves a long-ready item straight into 'processing since before the
+    cutoff'. The execution takes at most the preview's count."""
+    acts.sql("INSERT INTO @meta (status, status_changed_at) SELECT 1, now() - interval '10 minutes' "
+             "FROM generate_series(1, 20)")
+    acts.sql("INSERT INTO @meta (status, status_changed_at) SELECT 0, now() - interval '5 minutes' "
+             "FROM generate_series(1, 5)")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "requeue", "status", {"batch_size": 6})
+    assert plan.preview.row_count == 20
+    acts.sql("UPDATE @meta SET status = 1 WHERE status = 0")  # claimed, status_changed_at left as it was
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 20), r.error  # not 25
+    assert [b["rows"] for b in r.rows if "batch" in b] == [6, 6, 6, 2]
+    # The oldest first: exactly the 20 previewed items were released, the 5 claimed later are left.
+    assert acts.sql("SELECT id FROM @meta WHERE status = 1 ORDER BY id") == [(i,) for i in range(21, 26)]
+    assert r.rows[-1]["left"] == 5 and "after the preview" in r.rows[-1]["note"] and r.notes == []
+
+
+def test_fewer_rows_than_previewed_is_said_in_the_result_and_the_audit(acts) -> None:  # noqa: ANN001
+    _stuck(acts, 12)
+    cfg = acts.config()
+    plan = actions.plan(cfg, "requeue", "lease", {"batch_size": 5})
+    acts.sql("UPDATE @lease SET processing_started_at = clock_timestamp() WHERE id IN (2, 7)")  # renewed
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 10), r.error
+    assert r.notes == ["the preview counted 12 item(s), 10 were released: 2 no longer qualified (renewed, "
+                       "finished or re-leased since the preview) or were held by other sessions (skipped)"]
+    rec = audit.entry(open_engine(cfg), r.audit_id)
+    assert rec["outcome"] == "ok" and rec["error"] == f"note: {r.notes[0]}"
