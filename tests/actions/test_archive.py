@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from queueops import actions
+from queueops.actions import audit
+from queueops.store import open_engine
 
 
 def _fill(acts, done_old: int = 100) -> None:  # noqa: ANN001
@@ -91,3 +93,118 @@ def test_bad_archive_requests_are_refused_before_anything_runs(acts) -> None:  #
     with pytest.raises(actions.ActionError, match="archive applies to status queues"):
         actions.plan(cfg, "archive", "lease")
     assert _counts(acts)["@meta"] == 40  # nothing was touched
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 30: the execution archives only what the preview confirmed.
+
+ENQUEUED_AGE = '''
+[[queues]]
+name = "status-enq"
+target = "lab"
+kind = "status"
+schema = "qa äct"
+table = "status_meta"
+data_table = "status_data"
+data_key = "id"
+key = "id"
+enqueued_at = "enqueued_at"
+status_column = "status"
+ready_values = [0]
+processing_values = [1]
+done_values = [2]
+'''
+
+
+def _enqueued_age_config(acts):  # noqa: ANN001, ANN202
+    """The status queue mapped without status_changed_at: an item's age is its enqueued_at, so an
+    item that finishes after the preview is at once 'finished and old enough'."""
+    acts.write_config("enqueued-age", 'default_role = "operator"', extra=ENQUEUED_AGE)
+    return acts.config("enqueued-age")
+
+
+def _fill_issue_30(acts, done_every: int = 51) -> list[int]:  # noqa: ANN001
+    """510 items enqueued two hours ago: every ``done_every``-th is done, the rest processing.
+    status_changed_at is recent on all of them (this queue's config does not map it)."""
+    with acts.connect() as conn:
+        conn.execute("INSERT INTO @meta (status, enqueued_at, status_changed_at) "
+                     "SELECT CASE WHEN g %% %s = 0 THEN 2 ELSE 1 END, now() - interval '2 hours', now() "
+                     "FROM generate_series(1, 510) AS g", (done_every,))
+        conn.execute("INSERT INTO @data (id, payload) SELECT id, 'p' || id FROM @meta")
+    return [i for (i,) in acts.sql("SELECT id FROM @meta WHERE status = 2 ORDER BY id")]
+
+
+def _archived(acts, before: set[int]) -> list[int]:  # noqa: ANN001
+    return sorted(before - {i for (i,) in acts.sql("SELECT id FROM @meta")})
+
+
+def test_items_finished_after_the_preview_are_not_archived(acts) -> None:  # noqa: ANN001
+    """Issue 30's case: preview 10, then 500 processing items of the same age finish. The
+    execution archives exactly the 10 previewed items (their keys are bound), not 510."""
+    cfg = _enqueued_age_config(acts)
+    previewed = _fill_issue_30(acts)
+    assert len(previewed) == 10
+    plan = actions.plan(cfg, "archive", "status-enq", {"older_than_s": 3600, "batch_size": 4, "pause_s": 0})
+    p = plan.preview
+    assert p.row_count == 10 and p.details["bound"] == {"by": "keys", "keys": 10}
+    assert "exactly these 10 item(s)" in p.summary
+    acts.sql("UPDATE @meta SET status = 2 WHERE status = 1")  # 500 finish after the preview
+    before = {i for (i,) in acts.sql("SELECT id FROM @meta")}
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 10), r.error
+    assert _archived(acts, before) == previewed  # exactly the previewed items, none of the 500
+    assert acts.sql("SELECT count(*) FROM @meta WHERE status = 2")[0][0] == 500
+    assert acts.sql("SELECT count(*) FROM @data")[0][0] == 500
+    assert r.notes == []
+    assert r.rows[-1]["left"] == 500 and "finished after the preview" in r.rows[-1]["note"]
+    rec = audit.entry(open_engine(cfg), r.audit_id)
+    assert (rec["outcome"], rec["rows_affected"], rec["error"]) == ("ok", 10, "")
+
+
+def test_fewer_items_qualifying_than_previewed_is_said_in_the_result_and_the_audit(acts) -> None:  # noqa: ANN001
+    cfg = _enqueued_age_config(acts)
+    previewed = _fill_issue_30(acts, done_every=17)  # 30 done
+    plan = actions.plan(cfg, "archive", "status-enq", {"older_than_s": 3600, "batch_size": 7, "pause_s": 0})
+    assert plan.preview.row_count == 30
+    # Meanwhile: three previewed items are requeued, one is deleted by the application.
+    acts.sql("UPDATE @meta SET status = 0 WHERE id = ANY(%s)", (previewed[:3],))
+    acts.sql("DELETE FROM @meta WHERE id = %s", (previewed[3],))
+    before = {i for (i,) in acts.sql("SELECT id FROM @meta")}
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 26), r.error
+    assert _archived(acts, before) == previewed[4:]
+    assert len(r.notes) == 1 and "the preview counted 30 item(s), 26 were archived: 4 no longer qualified" in r.notes[0]
+    assert r.to_json()["notes"] == r.notes
+    rec = audit.entry(open_engine(cfg), r.audit_id)
+    assert rec["outcome"] == "ok" and rec["error"] == f"note: {r.notes[0]}"
+
+
+def test_a_large_archive_is_capped_by_the_previewed_count_and_bounded_by_its_highest_key(acts, monkeypatch) -> None:  # noqa: ANN001
+    """Beyond KEYS_MAX items the plan keeps the count and the highest key, not the keys: the
+    execution never removes more than the count, nor any item with a higher key."""
+    from queueops.actions import archive
+
+    monkeypatch.setattr(archive, "KEYS_MAX", 5)
+    cfg = _enqueued_age_config(acts)
+    previewed = _fill_issue_30(acts)  # 10 done, interleaved with 500 processing
+    plan = actions.plan(cfg, "archive", "status-enq", {"older_than_s": 3600, "batch_size": 4, "pause_s": 0})
+    p = plan.preview
+    assert p.row_count == 10 and p.details["bound"] == {"by": "count and highest key", "count": 10,
+                                                        "last_key": previewed[-1]}
+    assert "id\" <= %s" in p.sql and "at most these 10 item(s)" in p.summary
+    acts.sql("UPDATE @meta SET status = 2 WHERE status = 1")  # 500 finish after the preview
+    before = {i for (i,) in acts.sql("SELECT id FROM @meta")}
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 10), r.error  # never the 510
+    assert len(_archived(acts, before)) == 10 and [b["rows"] for b in r.rows if "batch" in b] == [4, 4, 2]
+    # Items added after the preview with higher keys are never taken, even when previewed ones went.
+    acts.reset()
+    previewed = _fill_issue_30(acts)
+    plan = actions.plan(cfg, "archive", "status-enq", {"older_than_s": 3600, "batch_size": 4, "pause_s": 0})
+    acts.sql("DELETE FROM @meta WHERE id = ANY(%s)", (previewed[:3],))
+    acts.sql("INSERT INTO @meta (status, enqueued_at) SELECT 2, now() - interval '2 hours' FROM generate_series(1, 5)")
+    before = {i for (i,) in acts.sql("SELECT id FROM @meta")}
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 7), r.error
+    assert _archived(acts, before) == previewed[3:]  # nothing of the processing items finished, none added
+    assert "the preview counted 10 item(s), 7 were archived" in r.notes[0]

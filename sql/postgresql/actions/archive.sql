@@ -7,6 +7,9 @@
 -- queue rows. The delete re-checks status and age (compare-and-set) and the batch is rolled back
 -- unless it removed every picked row, so each item is either archived whole or untouched; a
 -- re-run continues with what is left.
+-- What binds the execution to the preview (queueops/actions/archive.py): up to KEYS_MAX items,
+-- the keys the preview read (pick_keys: only those keys, re-checked); beyond, the preview's count
+-- as a cap on the total and its highest key as a bound (pick: key <= :last_key).
 -- @block count
 SELECT count(*) AS n FROM (
     SELECT 1 FROM {table} WHERE {status} IN (:done_values) AND {age} < :cutoff LIMIT :limit_n) AS s
@@ -14,10 +17,34 @@ SELECT count(*) AS n FROM (
 SELECT {key} AS item, {status} AS status, {age} AS finished_at
 FROM {table} WHERE {status} IN (:done_values) AND {age} < :cutoff
 ORDER BY {key} LIMIT :sample_n
--- @block pick
+-- @block last_key
+-- The highest key that qualifies (the bound of a large archive without --max-items): a backward
+-- scan of the key's index that stops at the first row that qualifies.
 SELECT {key} AS item FROM {table}
 WHERE {status} IN (:done_values) AND {age} < :cutoff
+ORDER BY {key} DESC LIMIT 1
+-- @block nth_key
+-- The key of the (skip_n + 1)-th item in key order (the bound of a large archive capped by
+-- --max-items: the execution takes the lowest keys first, as this order). No row: fewer qualify.
+SELECT {key} AS item FROM {table}
+WHERE {status} IN (:done_values) AND {age} < :cutoff
+ORDER BY {key} OFFSET :skip_n LIMIT 1
+-- @block count_bounded
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM {table}
+    WHERE {status} IN (:done_values) AND {age} < :cutoff AND {key} <= :last_key LIMIT :limit_n) AS s
+-- @block pick
+-- A large archive: at most :batch_n (never more than what is left of the preview's count), never
+-- a key above the preview's highest.
+SELECT {key} AS item FROM {table}
+WHERE {status} IN (:done_values) AND {age} < :cutoff AND {key} <= :last_key
 ORDER BY {key} LIMIT :batch_n
+FOR UPDATE SKIP LOCKED
+-- @block pick_keys
+-- A small archive: the next chunk of the keys the preview read, those that still qualify.
+SELECT {key} AS item FROM {table}
+WHERE {key} IN (:confirmed_keys) AND {status} IN (:done_values) AND {age} < :cutoff
+ORDER BY {key}
 FOR UPDATE SKIP LOCKED
 -- @block copy_data
 -- Payload rows are found through the payload table's own link column (data_key), never the queue's
