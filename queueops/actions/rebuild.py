@@ -4,9 +4,15 @@ PostgreSQL: ``REINDEX INDEX CONCURRENTLY`` for each index whose bloat or leaf fr
 past the rebuild threshold, then ``VACUUM (ANALYZE)`` of the table; both outside a transaction,
 under the lock timeout, retried a few times when the lock timeout hits (autovacuum holds the same
 lock for a moment). A REINDEX CONCURRENTLY that fails leaves an invalid ``*_ccnew`` index: it is
-dropped at once, and any left by an earlier interrupted run is listed by the preview and dropped
-first. SQL Server: ``REORGANIZE`` or ``REBUILD WITH (ONLINE = ON ...)`` per index by the 5 / 30 % /
+dropped at once -- only that one, never an invalid index another session is building or dropping
+(a concurrent rebuild's ``*_ccnew``, a CREATE INDEX CONCURRENTLY in progress) -- and any left by an
+earlier interrupted run is listed by the preview and dropped first. SQL Server: ``REORGANIZE`` or ``REBUILD WITH (ONLINE = ON ...)`` per index by the 5 / 30 % /
 1000 pages rule. An offline operation is chosen only when the operator allowed it.
+
+The execution runs the previewed statements on the previewed indexes only (:func:`_recheck`): each
+index is bound by its identity (OID / index_id), so one renamed or replaced since is not touched,
+and one chosen by its figures is measured again and left alone when it no longer needs the work;
+a step not run is listed as ``skipped`` and noted in the result and the audit record.
 
 Progress is the engine's own, read from a second connection while the statement runs:
 ``pg_stat_progress_create_index`` / ``pg_stat_progress_vacuum`` (and ``_analyze``);
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -89,6 +96,31 @@ def _nan_none(v: Any) -> float | None:
 # PostgreSQL
 
 
+def _pg_index(run: Callable[[Any], list[dict[str, Any]]], sqlf: Any, table: dict[str, Any], r: dict[str, Any],
+              warnings: list[str]) -> tuple[PgIndex, float | None]:
+    """One index of the ``indexes`` block with its bloat and leaf fragmentation (pgstatindex, when
+    installed), and its leaf density; ``run`` runs a statement (the preview's session, or the
+    action's executor when the execution checks an index again)."""
+    name, schema = r["index_name"], r["index_schema"]
+    bloat = leaf_frag = density = None
+    if r["method"] == "btree" and r["valid"] and table["has_pgstatindex"] and not identifier_problem(name, "postgresql"):
+        # Live rows: pg_class.reltuples (set by ANALYZE / VACUUM) when known, else pg_stat's counter,
+        # which lags behind the sessions' changes by up to a second or more.
+        dead = int(table["dead_tuples"])
+        live = float(table["reltuples"]) if table["reltuples"] is not None and table["reltuples"] >= 0 \
+            else int(table["live_tuples"])
+        live_fraction = live / (live + dead) if live + dead else 1.0
+        try:
+            s = run(sqlf.render("index_stats", {}, {"qualified_index": quote_table(schema, name, "postgresql")}))[0]
+            density = _nan_none(s["avg_leaf_density"])
+            bloat = pg_index_bloat_pct(int(s["index_size"]), int(s["leaf_pages"]), density, int(r["fillfactor"]),
+                                       live_fraction)
+            leaf_frag = _nan_none(s["leaf_fragmentation"])
+        except TargetError as exc:
+            warnings.append(f"pgstatindex({name}) failed, its bloat is unknown: {exc}")
+    return PgIndex(name, r["method"], int(r["pages"]), bool(r["valid"]), bool(r["leftover"]), bloat, leaf_frag), density
+
+
 def _plan_pg(ctx: PlanContext) -> Plan:
     q, opts = ctx.queue, ctx.options
     sqlf, frags = ctx.sql("rebuild"), ctx.frags()
@@ -96,6 +128,9 @@ def _plan_pg(ctx: PlanContext) -> Plan:
     table = ctx.session.run(sqlf.render("table", {}, {"qualified_table": qualified}))[0]
     if not table["table_exists"]:
         raise ActionError(f"table {qualified} of queue {q.name!r} does not exist")
+    if table["relkind"] not in ("r", "p"):
+        raise ActionError(f"{qualified} of queue {q.name!r} is not a table (relkind {table['relkind']!r}: a view?): "
+                          "nothing to reindex or vacuum; rebuild the table it reads")
     if table["other_builds"]:
         raise ActionError(f"an index build is running on {qualified} right now (pid {table['other_builds']}); "
                           "wait for it to finish, then preview again")
@@ -106,35 +141,20 @@ def _plan_pg(ctx: PlanContext) -> Plan:
     if not table["has_pgstatindex"]:
         warnings.append("pgstattuple is not installed (CREATE EXTENSION pgstattuple): index bloat is unknown, "
                         "so only indexes named with --index are reindexed")
-    # Live rows: pg_class.reltuples (set by ANALYZE / VACUUM) when known, else pg_stat's counter,
-    # which lags behind the sessions' changes by up to a second or more.
-    dead = int(table["dead_tuples"])
-    live = float(table["reltuples"]) if table["reltuples"] is not None and table["reltuples"] >= 0 \
-        else int(table["live_tuples"])
-    live_fraction = live / (live + dead) if live + dead else 1.0
     rows, steps = [], []
     for r in indexes:
         name, schema = r["index_name"], r["index_schema"]
-        bloat = leaf_frag = density = None
         problem = identifier_problem(name, "postgresql")
-        if r["method"] == "btree" and r["valid"] and table["has_pgstatindex"] and not problem:
-            try:
-                s = ctx.session.run(sqlf.render("index_stats", {}, {"qualified_index": quote_table(schema, name, "postgresql")}))[0]
-                density = _nan_none(s["avg_leaf_density"])
-                bloat = pg_index_bloat_pct(int(s["index_size"]), int(s["leaf_pages"]), density, int(r["fillfactor"]),
-                                           live_fraction)
-                leaf_frag = _nan_none(s["leaf_fragmentation"])
-            except TargetError as exc:
-                warnings.append(f"pgstatindex({name}) failed, its bloat is unknown: {exc}")
-        ix = PgIndex(name, r["method"], int(r["pages"]), bool(r["valid"]), bool(r["leftover"]), bloat, leaf_frag)
+        ix, density = _pg_index(ctx.session.run, sqlf, table, r, warnings)
         if problem:
             decision = IndexDecision("none", f"index name cannot be quoted safely ({problem}): maintain it by hand")
         else:
             decision = pg_index_operation(ix, _thresholds(opts), concurrently=concurrently,
                                           allow_offline=opts.allow_offline, forced=name in opts.indexes)
         rows.append({"index": name, "method": r["method"], "bytes": int(r["bytes"]), "pages": int(r["pages"]),
-                     "valid": bool(r["valid"]), "bloat_pct": bloat, "leaf_density_pct": density,
-                     "leaf_fragmentation_pct": leaf_frag, "operation": decision.operation, "reason": decision.reason,
+                     "valid": bool(r["valid"]), "bloat_pct": ix.bloat_pct, "leaf_density_pct": density,
+                     "leaf_fragmentation_pct": ix.leaf_fragmentation_pct, "operation": decision.operation,
+                     "reason": decision.reason,
                      "offline": decision.offline})
         if decision.acts and opts.vacuum_only and decision.operation != "drop_leftover":
             decision = IndexDecision("none", "--vacuum-only: no index work")
@@ -163,7 +183,9 @@ def _plan_pg(ctx: PlanContext) -> Plan:
     preview = Preview(action="rebuild", queue=q.name, target=q.target, dialect="postgresql", summary=summary,
                       steps=steps, rows=rows, row_count=len(steps), warnings=warnings, destructive=bool(offline),
                       details=details)
-    return Plan("rebuild", q, ctx.target, opts, preview, observed={"qualified_table": qualified})
+    return Plan("rebuild", q, ctx.target, opts, preview,
+                observed={"qualified_table": qualified, "index_oids": {r["index_name"]: int(r["index_oid"]) for r in indexes},
+                          "concurrently": concurrently})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,14 +200,7 @@ def _plan_mssql(ctx: PlanContext) -> Plan:
     if not server["table_exists"]:
         raise ActionError(f"table {qualified} of queue {q.name!r} does not exist")
     caps = mssql_caps(server["engine_edition"], server["major_version"], server.get("edition") or "")
-    raw = ctx.session.run(sqlf.render("indexes", {}, {"qualified_table": qualified}))
-    by_id: dict[int, dict[str, Any]] = {}
-    for r in raw:  # one row per partition: sum the pages, keep the worst fragmentation
-        d = by_id.setdefault(int(r["index_id"]), {**r, "page_count": 0, "avg_fragmentation_in_percent": None})
-        d["page_count"] += int(r["page_count"] or 0)
-        frag = r["avg_fragmentation_in_percent"]
-        if frag is not None:
-            d["avg_fragmentation_in_percent"] = max(float(frag), d["avg_fragmentation_in_percent"] or 0.0)
+    by_id = _mssql_indexes(ctx.session.run(sqlf.render("indexes", {}, {"qualified_table": qualified})))
     _unknown_indexes(opts, [d["index_name"] for d in by_id.values()])
     warnings: list[str] = []
     for r in ctx.session.run(sqlf.render("resumable", {}, {"qualified_table": qualified})):
@@ -197,9 +212,7 @@ def _plan_mssql(ctx: PlanContext) -> Plan:
     rows, steps = [], []
     for d in by_id.values():
         name = d["index_name"]
-        ix = MssqlIndex(name, int(d["index_id"]), str(d["type_desc"]), int(d["page_count"]),
-                        _nan_none(d["avg_fragmentation_in_percent"]), bool(d["is_disabled"]),
-                        bool(d["allow_page_locks"]), int(d["legacy_lob_columns"] or 0) > 0)
+        ix = _mssql_index(d)
         problem = identifier_problem(name, "mssql")
         if problem:
             decision = IndexDecision("none", f"index name cannot be quoted safely ({problem}): maintain it by hand")
@@ -232,7 +245,27 @@ def _plan_mssql(ctx: PlanContext) -> Plan:
                                "thresholds": {"reorganize_pct": opts.reorganize_pct, "rebuild_pct": opts.rebuild_pct,
                                               "min_pages": opts.min_pages}})
     index_ids = {r["index"]: r["index_id"] for r in rows}
-    return Plan("rebuild", q, ctx.target, opts, preview, observed={"qualified_table": qualified, "index_ids": index_ids})
+    return Plan("rebuild", q, ctx.target, opts, preview,
+                observed={"qualified_table": qualified, "index_ids": index_ids, "caps": caps})
+
+
+def _mssql_indexes(raw: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The ``indexes`` block's rows by index: one row per partition, pages summed, the worst
+    fragmentation kept."""
+    by_id: dict[int, dict[str, Any]] = {}
+    for r in raw:
+        d = by_id.setdefault(int(r["index_id"]), {**r, "page_count": 0, "avg_fragmentation_in_percent": None})
+        d["page_count"] += int(r["page_count"] or 0)
+        frag = r["avg_fragmentation_in_percent"]
+        if frag is not None:
+            d["avg_fragmentation_in_percent"] = max(float(frag), d["avg_fragmentation_in_percent"] or 0.0)
+    return by_id
+
+
+def _mssql_index(d: dict[str, Any]) -> MssqlIndex:
+    return MssqlIndex(d["index_name"], int(d["index_id"]), str(d["type_desc"]), int(d["page_count"]),
+                      _nan_none(d["avg_fragmentation_in_percent"]), bool(d["is_disabled"]),
+                      bool(d["allow_page_locks"]), int(d["legacy_lob_columns"] or 0) > 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,28 +300,56 @@ def _step_object(step: Step, runner: Runner) -> str:
     return step.label.partition(" ")[2] or runner.table
 
 
-def _drop_leftovers(runner: Runner, session: Session) -> list[str]:
-    """Drop invalid *_ccnew / *_ccold indexes a failed REINDEX CONCURRENTLY left on the table."""
+def _leftovers(runner: Runner, session: Session | None = None) -> list[dict[str, Any]]:
+    """The invalid REINDEX leftovers on the table now, each with the session working on it, if any."""
+    sqlf = runner.sql("rebuild")
+    return runner.execute(sqlf.render("leftovers", {}, {"qualified_table": runner.plan.observed["qualified_table"]}),
+                          session=session)
+
+
+def _busy(r: dict[str, Any]) -> int | None:
+    """The other session building or dropping a leftover (never touched), or None."""
+    return r.get("building_pid") or r.get("holding_pid")
+
+
+def _gone(exc: BaseException) -> bool:
+    """A DROP INDEX of a leftover that another session dropped first."""
+    return isinstance(exc, TargetError) and ("UndefinedObject" in str(exc) or "does not exist" in str(exc))
+
+
+def _drop_own_leftovers(runner: Runner, session: Session, before: set[int], index: str) -> list[str]:
+    """Drop the invalid leftover the failed REINDEX CONCURRENTLY of ``index`` left: a *_ccnew /
+    *_ccold of that index that was not there before the statement and that no other session is
+    building or dropping (two rebuilds on one table each see the other's *_ccnew; a concurrent
+    CREATE INDEX CONCURRENTLY's index is invalid until it ends). Returns what this session dropped."""
     sqlf = runner.sql("rebuild")
     dropped = []
-    for r in runner.execute(sqlf.render("indexes", {}, {"qualified_table": runner.plan.observed["qualified_table"]}),
-                            session=session):
-        if r["leftover"] and not identifier_problem(r["index_name"], "postgresql"):
-            index = quote_table(r["index_schema"], r["index_name"], "postgresql")
-            runner.execute(sqlf.render("drop_leftover", {"index": index}), obj=index, session=session)
-            dropped.append(r["index_name"])
+    for r in _leftovers(runner, session):
+        name = r["index_name"]
+        base = re.sub(r"_cc(new|old)[0-9]*$", "", name)  # PostgreSQL truncates a long index name first
+        if int(r["index_oid"]) in before or _busy(r) or not index.startswith(base) \
+                or identifier_problem(name, "postgresql"):
+            continue
+        qualified = quote_table(r["index_schema"], name, "postgresql")
+        try:
+            runner.execute(sqlf.render("drop_leftover", {"index": qualified}), obj=qualified, session=session)
+        except TargetError as exc:
+            if _gone(exc):
+                continue  # another session dropped it first: not reported as dropped here
+            raise
+        dropped.append(name)
     return dropped
 
 
-def _cleanup_after_failure(runner: Runner, exc: BaseException) -> str:
+def _cleanup_after_failure(runner: Runner, exc: BaseException, before: set[int], index: str) -> str:
     """Best effort; on a lost session a fresh one is opened. Returns a note for the result."""
     try:
         if not connection_lost(runner.session, exc) and not isinstance(exc, (KeyboardInterrupt,)):
-            dropped = _drop_leftovers(runner, runner.session)
+            dropped = _drop_own_leftovers(runner, runner.session, before, index)
         else:
             fresh = open_session(runner.plan.target, runner.cfg.base_dir, f"{runner.application}-cleanup")
             try:
-                dropped = _drop_leftovers(runner, fresh)
+                dropped = _drop_own_leftovers(runner, fresh, before, index)
             finally:
                 fresh.close()
         return f"dropped leftover {', '.join(dropped)}" if dropped else ""
@@ -296,26 +357,87 @@ def _cleanup_after_failure(runner: Runner, exc: BaseException) -> str:
         return f"could not drop the leftover index ({cleanup_exc}); the next preview lists it"
 
 
+def _recheck(plan: Plan, runner: Runner, step: Step) -> str:
+    """Why ``step`` must not run now although the preview showed it, or "": the execution works on
+    the previewed indexes only. An index is bound by its identity (PostgreSQL: its OID; SQL Server:
+    its index_id), not its name: one renamed, dropped and recreated, or rebuilt concurrently by
+    someone else since the preview is not touched. An index chosen by its figures (not named with
+    --index) is measured again by the same rule and left alone when it no longer needs the work
+    (another session rebuilt it meanwhile). A leftover already gone, or that another session is
+    building or dropping, is not dropped. Never a different statement than the preview's."""
+    opts: RebuildOptions = plan.options  # type: ignore[assignment]
+    op, _, name = step.label.partition(" ")
+    if op == "vacuum":
+        return ""
+    qualified = plan.observed["qualified_table"]
+    sqlf = runner.sql("rebuild")
+    if runner.dialect == "postgresql":
+        if op == "drop_leftover":
+            now = next((r for r in _leftovers(runner) if r["index_name"] == name), None)
+            if now is None:
+                return "already gone (another session dropped it since the preview)"
+            if int(now["index_oid"]) != plan.observed["index_oids"].get(name):
+                return "another index has that name now (not the leftover the preview showed)"
+            if _busy(now):
+                return f"session {_busy(now)} is building or dropping it now: left to that session"
+            return ""
+        found = [r for r in runner.execute(sqlf.render("indexes", {}, {"qualified_table": qualified}))
+                 if r["index_name"] == name]
+        if not found:
+            return "the index is gone (dropped or renamed since the preview)"
+        r = found[0]
+        if int(r["index_oid"]) != plan.observed["index_oids"].get(name):
+            return ("not the index the preview showed: it was dropped and created again, renamed, or rebuilt "
+                    "concurrently by another session since (another OID)")
+        if name in opts.indexes:
+            return ""
+        table = runner.execute(sqlf.render("table", {}, {"qualified_table": qualified}))[0]
+        ix, _ = _pg_index(runner.execute, sqlf, table, r, [])
+        decision = pg_index_operation(ix, _thresholds(opts), concurrently=plan.observed["concurrently"],
+                                      allow_offline=opts.allow_offline)
+        return "" if decision.acts else f"measured again: {decision.reason}; it no longer needs a rebuild"
+    by_name = {d["index_name"]: d for d in _mssql_indexes(
+        runner.execute(sqlf.render("indexes", {}, {"qualified_table": qualified}))).values()}
+    d = by_name.get(name)
+    if d is None:
+        return "the index is gone (dropped or renamed since the preview)"
+    if int(d["index_id"]) != plan.observed["index_ids"].get(name):
+        return "not the index the preview showed: it was dropped and created again or renamed since (another index_id)"
+    if name in opts.indexes:
+        return ""
+    decision = mssql_index_operation(_mssql_index(d), plan.observed["caps"], _thresholds(opts),
+                                     allow_offline=opts.allow_offline, resumable=opts.resumable)
+    return "" if decision.acts else f"measured again: {decision.reason}; it no longer needs the work"
+
+
 def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     opts: RebuildOptions = plan.options  # type: ignore[assignment]
     steps = plan.preview.steps
     runner.set_statement_timeout(opts.max_duration_minutes * 60_000)
-    results: list[dict[str, Any]] = []
+    results = runner.done_rows  # kept as each statement completes: a failed result lists them
+    completed = 0
     for i, step in enumerate(steps, start=1):
-        op = step.label.partition(" ")[0]
+        op, _, name = step.label.partition(" ")
         runner.report(step.label, step=i, steps=len(steps), rows=runner.rows, message="starting")
+        skipped = _recheck(plan, runner, step)
+        before: set[int] = set()
+        if not skipped and op == "reindex_concurrently" and runner.dialect == "postgresql":
+            before = {int(r["index_oid"]) for r in _leftovers(runner)}
         started = time.monotonic()
         attempts = 0
-        while True:
+        while not skipped:
             attempts += 1
             try:
                 runner.execute(step.statement, step=step.label, obj=_step_object(step, runner),
                                poll=_poller(runner, step, i, len(steps)), poll_interval_s=POLL_S)
                 break
             except BaseException as exc:
+                if op == "drop_leftover" and _gone(exc):
+                    skipped = "already gone (another session dropped it first)"
+                    break
                 note = ""
                 if op == "reindex_concurrently" and runner.dialect == "postgresql":
-                    note = _cleanup_after_failure(runner, exc)
+                    note = _cleanup_after_failure(runner, exc, before, name)
                 retry = (isinstance(exc, TargetError) and is_lock_timeout(exc) and attempts <= opts.lock_retries
                          and not connection_lost(runner.session, exc))
                 if retry:
@@ -326,7 +448,13 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
                 if note and isinstance(exc, TargetError):
                     raise TargetError(exc.target, f"{exc} ({note})", timeout=exc.timeout) from None
                 raise
-        runner.committed(i)
+        if skipped:
+            results.append({"step": i, "statement": step.label, "skipped": skipped})
+            runner.note(f"{step.label}: not run: {skipped}")
+            runner.report(step.label, step=i, steps=len(steps), rows=runner.rows, message=f"not run: {skipped}")
+            continue
+        completed += 1
+        runner.committed(completed)
         results.append({"step": i, "statement": step.label, "seconds": round(time.monotonic() - started, 3),
                         "attempts": attempts})
         runner.report(step.label, done=1, total=1, step=i, steps=len(steps), rows=runner.rows, message="done")

@@ -3,12 +3,14 @@ invalid index behind; the preview says what will run and why."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
 from queueops import actions
-from queueops.actions import rebuild
+from queueops.actions import audit, rebuild
+from queueops.store import open_engine
 from tests.actions.conftest import CHURN_NAME, Dequeuers, snapshot_held
 
 DEQUEUE = "DELETE FROM @churn WHERE id = (SELECT id FROM @churn ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id"
@@ -122,3 +124,165 @@ def test_lock_timeout_fails_cleanly_without_leaving_an_invalid_index(acts) -> No
     assert "dropped leftover churn_q_enq_ccnew" in result.error  # it had built one, and removed it
     assert _invalid(acts) == []
     assert acts.sql("SELECT count(*) FROM @churn")[0][0] == 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 30: the execution works on the previewed indexes only, and drops only its own leftovers.
+
+
+@pytest.fixture()
+def churn_indexes(acts):  # noqa: ANN001, ANN201
+    """These tests rename, add and break indexes of the churn table: put back its own two after."""
+    yield acts
+    for (name,) in acts.sql("SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                            "WHERE i.indrelid = to_regclass(%s) AND NOT i.indisprimary", (CHURN_NAME,)):
+        acts.sql(f'DROP INDEX @S."{name}"')
+    acts.sql("CREATE INDEX churn_q_enq ON @churn (enqueued_at, id)")
+
+
+def _index(acts, name: str) -> tuple[int, int] | None:  # noqa: ANN001
+    """(OID, relfilenode) of an index of the churn table: a REINDEX gives it a new relfilenode,
+    a REINDEX CONCURRENTLY a new OID too."""
+    rows = acts.sql("SELECT c.oid::bigint, c.relfilenode::bigint FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+                    "WHERE i.indrelid = to_regclass(%s) AND c.relname = %s", (CHURN_NAME, name))
+    return rows[0] if rows else None
+
+
+def test_an_index_renamed_and_replaced_after_the_preview_is_not_touched(acts, churn_indexes) -> None:  # noqa: ANN001
+    acts.sql("INSERT INTO @churn (id) SELECT g FROM generate_series(1, 200) AS g")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "rebuild", "churn", {"indexes": ["churn_q_enq"], "vacuum": False})
+    assert [s.label for s in plan.preview.steps] == ["reindex_concurrently churn_q_enq"]
+    # Meanwhile someone renames the index and creates another one under its name.
+    acts.sql("ALTER INDEX @S.churn_q_enq RENAME TO churn_q_enq_before")
+    acts.sql("CREATE INDEX churn_q_enq ON @churn (payload)")
+    new, old = _index(acts, "churn_q_enq"), _index(acts, "churn_q_enq_before")
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 0), r.error
+    assert (_index(acts, "churn_q_enq"), _index(acts, "churn_q_enq_before")) == (new, old)  # neither touched
+    assert r.rows == [{"step": 1, "statement": "reindex_concurrently churn_q_enq",
+                       "skipped": r.rows[0]["skipped"]}] and "another OID" in r.rows[0]["skipped"]
+    assert r.notes == [f"reindex_concurrently churn_q_enq: not run: {r.rows[0]['skipped']}"]
+    assert audit.entry(open_engine(cfg), r.audit_id)["error"] == f"note: {r.notes[0]}"
+
+
+def test_an_index_rebuilt_by_someone_else_after_the_preview_is_measured_again_and_left(acts, churn_indexes) -> None:  # noqa: ANN001
+    acts.sql("INSERT INTO @churn (id) SELECT g FROM generate_series(1, 20000) AS g")
+    acts.sql("DELETE FROM @churn WHERE id % 10 <> 0")
+    acts.sql("VACUUM (ANALYZE) @churn")  # the deleted rows' entries gone: mostly empty leaf pages
+    cfg = acts.config()
+    opts = {"min_pages": 0, "vacuum": False}
+    plan = actions.plan(cfg, "rebuild", "churn", opts)
+    bloat = {r["index"]: r["bloat_pct"] for r in plan.preview.rows}
+    assert [s.label for s in plan.preview.steps] == ["reindex_concurrently churn_q_enq",
+                                                     "reindex_concurrently churn_q_pkey"], bloat
+    acts.sql("REINDEX INDEX @S.churn_q_pkey")  # another operator rebuilt it meanwhile (same OID)
+    pkey, enq = _index(acts, "churn_q_pkey"), _index(acts, "churn_q_enq")
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 1), r.error
+    assert _index(acts, "churn_q_pkey") == pkey and _index(acts, "churn_q_enq") != enq  # only the bloated one
+    skipped = [x for x in r.rows if "skipped" in x]
+    assert [x["statement"] for x in skipped] == ["reindex_concurrently churn_q_pkey"]
+    assert "measured again" in skipped[0]["skipped"] and "no longer needs a rebuild" in skipped[0]["skipped"]
+    assert len(r.notes) == 1 and "churn_q_pkey: not run: measured again" in r.notes[0]
+
+
+def _leftover(acts, name: str) -> None:  # noqa: ANN001
+    """An invalid index named like a REINDEX CONCURRENTLY leftover: a unique build that failed."""
+    acts.sql("INSERT INTO @churn (id) SELECT g FROM generate_series(1000001, 1000002) AS g")  # two '' payloads
+    with pytest.raises(Exception, match="could not create unique index"):
+        acts.sql(f"CREATE UNIQUE INDEX CONCURRENTLY {name} ON @churn (payload)")
+
+
+def test_a_leftover_dropped_by_someone_else_is_reported_gone_not_dropped(acts, churn_indexes) -> None:  # noqa: ANN001
+    _leftover(acts, "churn_q_enq_ccnew")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "rebuild", "churn", {"vacuum": False})
+    assert [s.label for s in plan.preview.steps] == ["drop_leftover churn_q_enq_ccnew"]
+    acts.sql("DROP INDEX @S.churn_q_enq_ccnew")  # another rebuild's cleanup got there first
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 0), r.error
+    assert r.rows[0]["skipped"].startswith("already gone") and r.notes
+
+
+def test_a_leftover_another_session_is_dropping_is_left_to_it(acts, churn_indexes) -> None:  # noqa: ANN001
+    """Two rebuilds previewed the same leftover; the first one's DROP INDEX CONCURRENTLY waits for a
+    reader of the table. The second leaves the leftover to it instead of queueing behind it."""
+    import threading
+
+    _leftover(acts, "churn_q_enq_ccnew")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "rebuild", "churn", {"vacuum": False})
+    reader = acts.connect(autocommit=False)
+    reader.execute("SELECT count(*) FROM @churn")  # holds the table's ACCESS SHARE lock to its end
+    box: dict[str, object] = {}
+
+    def drop() -> None:
+        with acts.connect() as conn:
+            conn.execute("SET application_name = 'other-rebuild'")
+            conn.execute("DROP INDEX CONCURRENTLY @S.churn_q_enq_ccnew")
+            box["done"] = True
+
+    t = threading.Thread(target=drop)
+    t.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not acts.sql(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'other-rebuild' AND wait_event_type = 'Lock'"):
+            time.sleep(0.05)
+        r = actions.execute(cfg, plan)
+    finally:
+        reader.rollback()
+        reader.close()
+        t.join(10)
+    assert box.get("done")
+    assert (r.outcome, r.rows_affected) == ("ok", 0), r.error
+    assert "building or dropping it now" in r.rows[0]["skipped"]
+    assert _invalid(acts) == []
+
+
+def test_a_failed_reindex_drops_only_its_own_leftover(acts, churn_indexes) -> None:  # noqa: ANN001
+    """Another index's leftover that appeared after the preview (another rebuild's, which that
+    rebuild drops itself) is not this run's to drop."""
+    acts.sql("INSERT INTO @churn (id) SELECT g FROM generate_series(1, 1000) AS g")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "rebuild", "churn", {"indexes": ["churn_q_enq"], "vacuum": False, "lock_retries": 0})
+    _leftover(acts, "churn_q_pkey_ccnew")
+    with snapshot_held(acts):  # the REINDEX waits for the old snapshot until its lock timeout
+        r = actions.execute(cfg, plan)
+    assert r.outcome == "failed" and "lock timeout" in r.error
+    assert "dropped leftover churn_q_enq_ccnew)" in r.error  # its own, and only that
+    assert _invalid(acts) == ["churn_q_pkey_ccnew"]
+
+
+def test_an_index_being_built_concurrently_is_never_dropped_as_a_leftover(acts, churn_indexes) -> None:  # noqa: ANN001
+    """A CREATE INDEX CONCURRENTLY in progress (invalid until it ends, named like a leftover) makes
+    this run's REINDEX fail at its lock timeout; the cleanup leaves the other session's index
+    alone (before: it tried to DROP it and waited for the lock timeout too)."""
+    import threading
+
+    from queueops.actions import executor
+
+    acts.sql("INSERT INTO @churn (id) SELECT g FROM generate_series(1, 1000) AS g")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "rebuild", "churn", {"indexes": ["churn_q_enq"], "vacuum": False, "lock_retries": 0})
+    box: dict[str, object] = {}
+
+    def build() -> None:
+        with acts.connect() as conn:
+            conn.execute("CREATE INDEX CONCURRENTLY churn_q_enq_ccnew ON @churn (payload)")
+            box["built"] = True
+
+    with snapshot_held(acts):  # keeps the other session's build waiting for old snapshots
+        t = threading.Thread(target=build)
+        t.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not acts.sql(
+                "SELECT 1 FROM pg_stat_progress_create_index WHERE phase LIKE 'waiting for old snapshots%%'"):
+            time.sleep(0.05)
+        r = actions.execute(cfg, plan)
+    t.join(30)
+    assert box.get("built") and _invalid(acts) == []  # the other session's index is whole and valid
+    assert r.outcome == "failed" and "lock timeout" in r.error and "leftover" not in r.error, r.error
+    ran = [re.sub(r"(?m)^\s*--.*\n", "", c["statement"]).strip() for c in executor.commands(open_engine(cfg), r.audit_id)]
+    assert ran and not any(text.startswith("DROP") for text in ran), ran

@@ -3,9 +3,11 @@
 -- session's lock_timeout. Neither blocks the queue's INSERT/UPDATE/DELETE: they take SHARE UPDATE
 -- EXCLUSIVE on the table, which row writers do not conflict with. A failed or interrupted REINDEX
 -- CONCURRENTLY leaves an invalid index named <index>_ccnew (or _ccold); the preview lists such
--- leftovers and the action drops them first (DROP INDEX CONCURRENTLY).
+-- leftovers and the action drops them first (DROP INDEX CONCURRENTLY), but never one that another
+-- session is building or dropping (block leftovers).
 -- @block indexes
-SELECT ic.relname AS index_name, n.nspname AS index_schema, am.amname AS method,
+-- index_oid: what the execution binds each previewed index by (a name may be another index by then).
+SELECT i.indexrelid::bigint AS index_oid, ic.relname AS index_name, n.nspname AS index_schema, am.amname AS method,
        i.indisvalid AS valid, i.indisprimary AS is_primary, i.indisunique AS is_unique,
        pg_relation_size(i.indexrelid) AS bytes,
        pg_relation_size(i.indexrelid) / current_setting('block_size')::int AS pages,
@@ -19,7 +21,9 @@ JOIN pg_am AS am ON am.oid = ic.relam
 WHERE i.indrelid = to_regclass(:qualified_table)
 ORDER BY ic.relname
 -- @block table
-SELECT c.oid IS NOT NULL AS table_exists,
+-- relkind: r table, p partitioned table; anything else (a view) is refused: VACUUM would skip it
+-- with a mere warning and it has no indexes of its own.
+SELECT c.oid IS NOT NULL AS table_exists, c.relkind::text AS relkind,
        coalesce(s.n_live_tup, 0) AS live_tuples, coalesce(s.n_dead_tup, 0) AS dead_tuples,
        c.reltuples AS reltuples,
        s.last_vacuum, s.last_autovacuum, pg_table_size(c.oid) AS table_bytes,
@@ -40,7 +44,28 @@ FROM pgstatindex(to_regclass(:qualified_index)) AS s
 REINDEX INDEX CONCURRENTLY {index}
 -- @block reindex_offline
 REINDEX INDEX {index}
+-- @block leftovers
+-- The invalid leftovers on the table now, and who else works on each: a backend building it
+-- (during CREATE INDEX CONCURRENTLY and REINDEX CONCURRENTLY pg_stat_progress_create_index names
+-- the new index, <index>_ccnew, as index_relid) or holding a lock on it stronger than a writer's
+-- (REINDEX CONCURRENTLY holds SHARE UPDATE EXCLUSIVE on its indexes to its end, as does DROP INDEX
+-- CONCURRENTLY). Such a leftover is another session's work in progress: never dropped by queueops.
+SELECT i.indexrelid::bigint AS index_oid, ic.relname AS index_name, n.nspname AS index_schema,
+       (SELECT min(p.pid) FROM pg_stat_progress_create_index AS p
+        WHERE p.index_relid = i.indexrelid AND p.pid <> pg_backend_pid()) AS building_pid,
+       (SELECT min(l.pid) FROM pg_locks AS l
+        WHERE l.locktype = 'relation' AND l.relation = i.indexrelid AND l.granted AND l.pid <> pg_backend_pid()
+          AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
+          AND l.mode IN ('ShareUpdateExclusiveLock', 'ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock',
+                         'AccessExclusiveLock')) AS holding_pid
+FROM pg_index AS i
+JOIN pg_class AS ic ON ic.oid = i.indexrelid
+JOIN pg_namespace AS n ON n.oid = ic.relnamespace
+WHERE i.indrelid = to_regclass(:qualified_table) AND NOT i.indisvalid AND ic.relname ~ '_cc(new|old)[0-9]*$'
+ORDER BY ic.relname
 -- @block drop_leftover
-DROP INDEX CONCURRENTLY IF EXISTS {index}
+-- No IF EXISTS: a leftover another session dropped meanwhile fails here ("does not exist") and is
+-- reported as gone, not as dropped by this action.
+DROP INDEX CONCURRENTLY {index}
 -- @block vacuum
 VACUUM (ANALYZE) {table}
