@@ -293,3 +293,39 @@ def test_the_tsql_kill_has_its_expected_shape() -> None:
     with pytest.raises(ValueError):
         _signal_statement(sqlfiles.load("mssql", "actions/terminate"), "mssql", "terminate",
                           {"session_id": "53; DROP TABLE x", "session_start": started})
+
+
+def test_only_the_previewed_backend_is_signalled(acts) -> None:  # noqa: ANN001
+    """Issue 30: terminate is bound to the previewed pid *and* its backend start (and transaction
+    start). A plan whose session is the same pid with another backend start (a reused pid) is
+    refused before the signal, and the signal's own statement is a compare-and-set on all three."""
+    from queueops.sqlfiles import load
+
+    cfg = acts.config()
+    with acts.connect() as conn:
+        conn.execute("SET application_name = 'test-bound-holder'")
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        conn.execute("SELECT 1")
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        wait_for(lambda: one(acts.lab, "SELECT extract(epoch FROM now() - xact_start) FROM pg_stat_activity "
+                                       "WHERE pid = %s", pid) >= 1.5, 10, what="an old snapshot")
+        plan = actions.plan(cfg, "terminate", "delete", {"min_age_s": 1})
+        obs = plan.observed["session"]
+        assert obs["session_id"] == pid and plan.preview.rows[0]["application"] == "test-bound-holder"
+        reused = {**obs, "session_start": obs["session_start"].replace(microsecond=(obs["session_start"].microsecond + 1)
+                                                                       % 1_000_000)}
+        plan.observed["session"] = reused
+        r = actions.execute(cfg, plan)
+        assert r.outcome == "refused" and "now belongs to another session" in r.error, r.error
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # not signalled
+        # The signal statement itself: no row (nothing signalled) unless pid, backend start and
+        # transaction start are all the previewed ones.
+        sql = load("postgresql", "actions/terminate")
+        with acts.connect() as other:
+            for ident in (reused, {**obs, "xact_start": obs["session_start"]}):
+                stmt = sql.render("cancel", {}, {"session_id": ident["session_id"], "session_start": ident["session_start"],
+                                                 "xact_start": ident["xact_start"]})
+                assert other.execute(stmt.sql, stmt.params).fetchall() == []
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        conn.execute("COMMIT")
+    assert audit.entry(open_engine(cfg), r.audit_id)["outcome"] == "refused"

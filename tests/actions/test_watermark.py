@@ -111,3 +111,23 @@ def test_a_reset_racing_a_concurrent_update_does_not_overwrite_it(acts, hold_s: 
 def test_queues_without_a_watermark_are_refused(acts) -> None:  # noqa: ANN001
     with pytest.raises(actions.ActionError, match="has no watermark"):
         actions.plan(acts.config(), "watermark-reset", "lease")
+
+
+def test_the_reset_writes_the_previewed_value_whatever_moved_since(acts) -> None:  # noqa: ANN001
+    """Issue 30: bound to what was confirmed. Items dequeued and added after the preview change
+    the lowest pending key, but the reset writes the previewed value, only over the previewed one
+    (compare-and-set), never a value computed again at execution."""
+    acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 100)")
+    acts.sql("UPDATE @wm SET low_key = 61")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "watermark-reset", "delete")
+    assert (plan.preview.rows[0]["old_value"], plan.preview.rows[0]["new_value"]) == (61, 1)
+    acts.sql("DELETE FROM @del WHERE id <= 10")  # someone cleared some stranded items by hand
+    acts.sql("INSERT INTO @del (payload) SELECT 'y' FROM generate_series(1, 10)")
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 1), r.error
+    assert _wm(acts) == 1  # the previewed value, not the lowest pending key now (11)
+    from queueops.actions import executor
+
+    cas = [c for c in executor.commands(open_engine(cfg), r.audit_id) if c["step"] == "compare-and-set"]
+    assert len(cas) == 1 and cas[0]["params"] == "[1,61]" and cas[0]["rows"] == 1
