@@ -168,3 +168,22 @@ def test_the_cli_refuses_an_action_option_out_of_range_before_connecting(tmp_pat
     assert proc.returncode == 2, proc.stderr
     assert f"bad options for {args[0]}: {field}:" in proc.stderr, proc.stderr
     assert "connect" not in proc.stderr.lower()
+
+
+def test_requeue_refusals_give_each_kind_its_own_reason_and_a_preset_refusal_exits_3(tmp_path: Path) -> None:
+    """Issue 31: the refusal on a due queue gave the delete queue's reason ("items leave by being
+    deleted"), and a preset's refusal exited 2 (bad request) while docs/actions.md says 3 (refused)."""
+    path = tmp_path / "c.toml"
+    path.write_text(f'{TARGET}[[queues]]\nname = "due"\ntarget = "t"\nkind = "due"\ntable = "d"\nkey = "id"\n'
+                    'due_column = "run_at"\n\n[[queues]]\nname = "del"\ntarget = "t"\nkind = "delete"\ntable = "x"\n'
+                    'key = "id"\n\n[[queues]]\nname = "river"\ntarget = "t"\npreset = "river"\n')
+
+    def act(queue: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "queueops.cli", "act", "requeue", "--queue", queue, "--config",
+                               str(path), "--dry-run"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+    due, delete, river = act("due"), act("del"), act("river")
+    assert due.returncode == 2 and "comes back by itself when its due time passes" in due.stderr, due.stderr
+    assert "deleted" not in due.stderr
+    assert delete.returncode == 2 and "leave by being deleted" in delete.stderr, delete.stderr
+    assert river.returncode == 3 and "refused on queue 'river' (preset 'river')" in river.stderr, river.stderr

@@ -25,6 +25,7 @@ _LAZY = {
     "plan": "queueops.actions.core", "execute": "queueops.actions.core", "MAX_PLAN_AGE_S": "queueops.actions.core",
     "OPTIONS": "queueops.actions.model", "ActionError": "queueops.actions.model", "Conflict": "queueops.actions.model",
     "Interrupted": "queueops.actions.model", "Refused": "queueops.actions.model",
+    "NotOffered": "queueops.actions.model",
     "Plan": "queueops.actions.model", "Preview": "queueops.actions.model",
     "Progress": "queueops.actions.model", "ProgressCallback": "queueops.actions.model",
     "Result": "queueops.actions.model",

@@ -34,6 +34,12 @@ class ActionError(ValueError):
     """
 
 
+class NotOffered(ActionError):
+    """The action is refused on this queue by rule (its library preset rescues the jobs itself, or
+    keeps what the action would need elsewhere): a refusal, not a bad request. The CLI exits 3,
+    like a refusal at execution; nothing was changed."""
+
+
 class Conflict(RuntimeError):
     """The database changed between preview and execution so that the action must not proceed
     (e.g. the watermark no longer holds the observed value); nothing was written."""

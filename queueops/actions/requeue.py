@@ -25,7 +25,7 @@ from queueops import coltypes
 from queueops.actions.batches import run_batches
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import batch_count
-from queueops.actions.model import SAMPLE_ROWS, ActionError, Plan, Preview, RequeueOptions, Step
+from queueops.actions.model import SAMPLE_ROWS, ActionError, NotOffered, Plan, Preview, RequeueOptions, Step
 from queueops.config import Queue
 from queueops.fragments import fragments_for
 
@@ -35,15 +35,25 @@ LIMIT_ALL = 2**31 - 1
 def check(queue: Queue, opts: RequeueOptions) -> None:
     rule, reason = _preset_rule(queue)
     if rule == "refuse":
-        raise ActionError(f"requeue is refused on queue {queue.name!r} (preset {queue.preset!r}): {reason}")
+        raise NotOffered(f"requeue is refused on queue {queue.name!r} (preset {queue.preset!r}): {reason}")
     if queue.kind not in ("lease", "status"):
         raise ActionError(f"requeue applies to lease and status queues; {queue.name!r} is a {queue.kind} queue "
-                          "(its items leave by being deleted, there is no lease to release)")
+                          f"({_NO_REQUEUE[queue.kind]})")
     if queue.kind == "status" and not queue.status_changed_at:
         raise ActionError(f"queue {queue.name!r} has no status_changed_at column in config: without it "
                           "nobody can tell how long an item has been processing")
     if opts.bump_attempts and not queue.attempts_column:
         raise ActionError(f"--bump-attempts needs attempts_column in the config of queue {queue.name!r}")
+
+
+# Why each other kind has nothing to requeue, in the words of that kind.
+_NO_REQUEUE = {
+    "delete": "its items leave by being deleted: a dequeuer that dies rolls its DELETE back and the item is "
+              "waiting again, there is no lease to release",
+    "due": "an item comes back by itself when its due time passes: there is no lease to release; if the due "
+           "column is set forward when an item is taken, map the queue as kind = \"lease\" on that column",
+    "ring": "a slot is freed by the consumer's pop and its reference count: there is no lease to release",
+}
 
 
 def _preset_rule(queue: Queue) -> tuple[str, str]:

@@ -201,6 +201,8 @@ def _act(args: argparse.Namespace) -> int:
     try:
         opts = options_from_args(args)
         plan = actions.plan(cfg, args.action, args.queue, opts)
+    except actions.NotOffered as exc:
+        return fail(str(exc), EXIT["refused"])
     except actions.ActionError as exc:
         return fail(str(exc), 2)
     except TargetError as exc:
