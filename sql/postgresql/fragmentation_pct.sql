@@ -1,8 +1,11 @@
 -- fragmentation_pct (slow): the key index's leaf fragmentation and page density, and the
 -- table's bloat. The key index is the valid btree index that leads with the queue's key column
 -- (the primary key first).
--- With the pgstattuple extension (looked up in pg_extension, called through query_to_xml so the
--- file runs without it; note names the function):
+-- With the pgstattuple extension (looked up in pg_extension, its functions by name only in a
+-- schema this login may use -- to_regprocedure raises 'permission denied for schema' on pg_toast
+-- for a pg_monitor login, and the planner applies the filter to every pg_namespace row; see
+-- ghost_records.sql -- called through query_to_xml so the file runs without it; note names the
+-- function):
 --   fragmentation_pct  pgstatindex().leaf_fragmentation: leaf pages out of logical order
 --   page_density_pct   pgstatindex().avg_leaf_density
 --   page_count         pgstatindex().leaf_pages
@@ -20,9 +23,10 @@ SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT c.oid, c.relpages, c.reltuples, ix.indexrelid AS idx, ic.relname AS idx_name, ic.relpages AS idx_pages,
              (SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace
               WHERE e.extname = 'pgstattuple'
-                AND has_function_privilege(to_regprocedure(format('%I.pgstatindex(regclass)', n.nspname)), 'EXECUTE')
-                AND has_function_privilege(
-                        to_regprocedure(format('%I.pgstattuple_approx(regclass)', n.nspname)), 'EXECUTE')) AS ext,
+                AND CASE WHEN has_schema_privilege(n.oid, 'USAGE') THEN
+                    has_function_privilege(to_regprocedure(format('%I.pgstatindex(regclass)', n.nspname)), 'EXECUTE')
+                    AND has_function_privilege(
+                        to_regprocedure(format('%I.pgstattuple_approx(regclass)', n.nspname)), 'EXECUTE') END) AS ext,
              (SELECT sum(s.avg_width) FROM pg_stats AS s
               WHERE s.schemaname = :schema_name AND s.tablename = :table_name AND NOT s.inherited) AS row_width,
              (SELECT s.avg_width FROM pg_stats AS s

@@ -7,7 +7,11 @@
 --   dead_tuple_pct  dead / (live + dead), from the same source as ghost_records
 --   vacuum_age_s    seconds since the last (auto)vacuum finished (NULL: never)
 -- The extension is looked up in pg_extension (any schema); its function is called through
--- query_to_xml so that this file still runs where the extension is absent. Dead tuples that
+-- query_to_xml so that this file still runs where the extension is absent. The function's name is
+-- looked up (to_regprocedure) only in a schema this login may use: the planner applies the filter
+-- to every pg_namespace row, and to_regprocedure raises 'permission denied for schema' on pg_toast
+-- or another session's pg_temp_N for a login that is not a superuser (a pg_monitor collector).
+-- CASE is what orders the two checks (AND does not). Dead tuples that
 -- stay high after a vacuum point at the oldest_snapshot collector's holder.
 -- @block any
 SELECT :queue AS queue, v.metric, v.value, v.note
@@ -16,8 +20,8 @@ FROM (SELECT c.oid, st.n_dead_tup, st.n_live_tup, greatest(st.last_vacuum, st.la
                             n.nspname, c.oid)
               FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace
               WHERE e.extname = 'pgstattuple'
-                AND has_function_privilege(
-                        to_regprocedure(format('%I.pgstattuple_approx(regclass)', n.nspname)), 'EXECUTE')
+                AND CASE WHEN has_schema_privilege(n.oid, 'USAGE') THEN has_function_privilege(
+                        to_regprocedure(format('%I.pgstattuple_approx(regclass)', n.nspname)), 'EXECUTE') END
              ) AS probe
       FROM pg_class AS c LEFT JOIN pg_stat_user_tables AS st ON st.relid = c.oid
       WHERE c.oid = to_regclass(:qualified_table) OFFSET 0) AS s
