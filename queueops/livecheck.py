@@ -8,6 +8,13 @@ index leaves a scan or a sort), SQL Server from ``sys.indexes`` / ``sys.index_co
 order and filtered indexes included, :mod:`queueops.indexadvice`). A scan comes with the exact
 ``CREATE INDEX`` that fixes it (never on a view).
 
+PostgreSQL targets also get their logins' privileges checked (:mod:`queueops.privileges`): the
+collector login's (``pg_monitor``, ``SELECT`` on every table a collector reads) and the action
+login's (what each action that applies to each queue writes, the owner's rights for rebuild,
+``pg_signal_backend`` for terminate), each missing grant named with what it disables and the
+``GRANT`` that fixes it. A queue whose relation is not a table (a view, a materialized view, a
+foreign table) is an error on either engine.
+
 Only catalog lookups and ``EXPLAIN`` (without ANALYZE) run, with names bound as values: nothing
 is written. Every finding is one line ``FILE: SEVERITY: queue 'Q': FIELD = VALUE: REASON; fix:
 FIX``; the file gets one verdict, ``ok``, ``warnings`` or ``errors``.
@@ -19,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueops import coltypes, engine, indexadvice, presets, secrets, sqlfiles
+from queueops import coltypes, engine, indexadvice, presets, privileges, secrets, sqlfiles
 from queueops.config import Config, Queue, Target
 
 # The frequent (fast) statements that read the queue table itself.
@@ -137,6 +144,67 @@ def _existence(conn: engine.Connection, q: Queue) -> list[Finding]:
     return out
 
 
+# A queue is a table: PostgreSQL's relkind r (a table) or p (a partitioned table); SQL Server's
+# catalog_types reports r or v.
+TABLE_KINDS = ("r", "p")
+RELKIND_NAMES = {"v": "a view", "m": "a materialized view", "f": "a foreign table", "c": "a composite type",
+                 "S": "a sequence", "i": "an index", "I": "a partitioned index", "t": "a TOAST table"}
+
+
+def _relkind(q: Queue, types: dict[tuple[str, str], coltypes.ColumnType], dialect: str) -> str | None:
+    table = coltypes.qualified(q.schema_, q.table, dialect)
+    return next((t.relkind for (tbl, _), t in types.items() if tbl == table), None)
+
+
+def _not_a_table(q: Queue, types: dict[tuple[str, str], coltypes.ColumnType], dialect: str) -> list[Finding]:
+    relkind = _relkind(q, types, dialect)
+    if relkind is None or relkind in TABLE_KINDS:
+        return []
+    what = RELKIND_NAMES.get(relkind, f"relkind {relkind!r}")
+    name = coltypes.qualified(q.schema_, q.table, dialect)
+    return [Finding("error", q.name, "table", q.table,
+                    f"{name} is {what} (relkind {relkind!r}), not a table: a queue must be a table (relkind 'r' "
+                    "or 'p'): ghost_records and fragmentation_pct read a table's own pages and indexes, rebuild "
+                    "refuses anything else and the other actions would write through it",
+                    "map the queue to the table it reads")]
+
+
+def _pg_privileges(cfg: Config, target: Target, conn: engine.Connection, queues: list[Queue],
+                   report: LiveReport) -> set[str]:
+    """Both logins' privileges (findings and a details line); returns the queues whose tables the
+    collector login cannot read (their other checks are skipped: every statement would fail)."""
+    collector = privileges.read(conn, queues)
+    report.findings += [_missing(m) for m in privileges.collector_missing(collector, queues)]
+    separate = bool(target.actions_url or target.actions_password)
+    action: privileges.Login | None = collector
+    if separate:
+        try:
+            aconn = engine.connect(target, "action", cfg.base_dir, application="queueops-check-action")
+        except engine.TargetError as exc:
+            action = None
+            report.findings.append(Finding("error", None, "actions_url", target.name,
+                                           f"cannot connect with the action login: every action fails: {exc}",
+                                           "fix actions_url / actions_password"))
+        else:
+            try:
+                action = privileges.read(aconn, queues)
+            finally:
+                aconn.close()
+    if action is not None:
+        report.findings += [_missing(m) for m in privileges.action_missing(action, queues, separate=separate)]
+    acting = "the same login" if not separate else _who(action) if action is not None else "cannot connect"
+    report.details.append(f"  target {target.name!r}: collector login {_who(collector)}, action login {acting}")
+    return {q.name for q in queues if privileges.collector_blocked(collector, q)}
+
+
+def _who(login: privileges.Login) -> str:
+    return f"{login.name!r}" + (" (a superuser: every grant is implied, and it can write)" if login.superuser else "")
+
+
+def _missing(m: privileges.Missing) -> Finding:
+    return Finding(m.severity, m.queue, m.field, m.value, m.reason, m.fix)
+
+
 def _pg_seeks(conn: engine.Connection, target: Target, q: Queue,
               types: dict[tuple[str, str], coltypes.ColumnType]) -> list[Finding]:
     """EXPLAIN each frequent statement with sequential scans disabled: a scan or a sort of the
@@ -232,13 +300,17 @@ def report_live(cfg: Config) -> LiveReport:
                 # often empty or small when checked, and the planner would rightly scan those).
                 conn.execute(sqlfiles.Statement("SET enable_seqscan = off"))
                 conn.execute(sqlfiles.Statement("SET enable_bitmapscan = off"))
-            types = coltypes.read_types(conn, queues)
+            blocked = _pg_privileges(cfg, target, conn, queues, report) if target.dialect == "postgresql" else set()
+            types = coltypes.read_types(conn, [q for q in queues if q.name not in blocked])
             for q in queues:
                 report.details.append(_describe(q, types, target.dialect))
+                if q.name in blocked:
+                    continue  # the privilege findings say why; every statement of this queue would fail
                 missing = _existence(conn, q)
                 report.findings += missing
                 if missing:
                     continue
+                report.findings += _not_a_table(q, types, target.dialect)
                 problems = coltypes.problems(q, types, target.dialect)
                 report.findings += [Finding(p.severity, q.name, p.field, p.value, p.message, p.fix)
                                     for p in problems]
