@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # spark-submit pipeline/run.py: make the reposito
 
 from pipeline import gold, state  # noqa: E402
 from pipeline.params import Params  # noqa: E402
-from pipeline.storage import Partition, is_local, join, storage_for  # noqa: E402
+from pipeline.storage import Partition, hadoop_uri, is_local, join, storage_for  # noqa: E402
 from pipeline.thresholds import Thresholds  # noqa: E402
 
 HOUR = timedelta(hours=1)
@@ -288,7 +288,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--full", action="store_true", help="recompute everything (from --since on) instead of "
                                                        "only new or changed lake hours")
     p.add_argument("--master", metavar="URL", help="Spark master (default: local[*], or spark-submit's)")
-    p.add_argument("--driver-memory", metavar="SIZE", help="driver memory in local mode (default 1g)")
+    p.add_argument("--driver-memory", metavar="SIZE", help="driver memory (default 1g; under spark-submit, "
+                                                          "spark-submit's --driver-memory)")
+    p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[],
+                   help="a Spark setting, as spark-submit's --conf (repeatable), e.g. spark.executor.memory=512m "
+                        "for a cluster's executors")
     p.add_argument("--config", metavar="PATH", help="queueops config: lake, out, thresholds, [pipeline] params")
     p.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
@@ -305,19 +309,34 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
         except config_mod.ConfigError as exc:
             raise PipelineError(str(exc)) from None
     pcfg = getattr(cfg, "pipeline", None)
-    lake = args.lake or (str(cfg.path(cfg.lake.path)) if cfg else None)
-    out = args.out or (str(cfg.path(pcfg.out)) if cfg and pcfg else None)
+    lake = args.lake or (_config_path(cfg, cfg.lake.path) if cfg else None)
+    out = args.out or (_config_path(cfg, pcfg.out) if cfg and pcfg else None)
     if not lake or not out:
         raise PipelineError("give --lake and --out, or --config with [lake] path (and [pipeline] out)")
     try:
         params = Params().with_overrides(dict(pcfg.params) if pcfg else None)
     except ValueError as exc:
         raise PipelineError(str(exc)) from None
+    extra: dict[str, str] = {}
+    for item in getattr(args, "conf", None) or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise PipelineError(f"--conf {item!r}: expected KEY=VALUE, e.g. spark.executor.memory=512m")
+        extra[key.strip()] = value
     return {"cfg": cfg, "lake": lake, "out": out, "params": params, "thresholds": Thresholds.from_config(cfg),
             "since": parse_since(args.since),
             "master": args.master or (pcfg.master if pcfg else None),
             "driver_memory": args.driver_memory or (pcfg.driver_memory if pcfg else "1g"),
-            "shuffle_partitions": pcfg.shuffle_partitions if pcfg else 4}
+            "shuffle_partitions": pcfg.shuffle_partitions if pcfg else 4, "conf": extra}
+
+
+def _config_path(cfg: Any, value: str) -> str:
+    """A path from the config: a URI (the lake on object storage, ``s3://bucket/lake``) as Spark's
+    Hadoop file system names it (:func:`pipeline.storage.hadoop_uri`), a relative path against the
+    config file's folder."""
+    if "://" in value:
+        return hadoop_uri(value)
+    return str(cfg.path(value))
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -342,7 +361,7 @@ def execute(args: argparse.Namespace) -> int:
     archive = (classcache.plan(SMALL_RUN_JVM_OPTIONS) if small and launches_local_jvm(r["master"])
                else classcache.Plan(""))
     spark = get_session(r["master"], driver_memory=r["driver_memory"], shuffle_partitions=r["shuffle_partitions"],
-                        small=small, jvm_options=archive.options)
+                        small=small, jvm_options=archive.options, extra=r["conf"])
     progress = Progress(spark, enabled=not args.quiet).start()
     try:
         try:

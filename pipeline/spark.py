@@ -5,8 +5,11 @@ Everything that makes Spark behave on a laptop, a CI box or a cluster is decided
 * **local mode by default** (``local[*]``), **or whatever ``spark-submit`` chose**: when the job
   runs under ``spark-submit`` the master, memory and jars come from the command line and this
   module does not override them;
-* **loopback only in local mode** (``SPARK_LOCAL_IP``, driver host and bind address 127.0.0.1), so
-  Spark neither reverse-resolves the machine's name nor listens on every interface;
+* **loopback only in local mode**, and with a standalone master on this machine's loopback
+  (``spark://127.0.0.1:7077``, :func:`loopback_master`: its workers are on this machine too):
+  ``SPARK_LOCAL_IP``, driver host and bind address 127.0.0.1, so Spark neither reverse-resolves
+  the machine's name nor listens on every interface; any other master gets no loopback binding
+  (its executors must reach the driver);
 * **no web UI**, our own progress bar instead of the console one (:mod:`pipeline.progress`);
 * **quiet logs**: ``pipeline/log4j2.properties`` (level error) is handed to the driver JVM;
 * **UTC** session time zone, **TIMESTAMP_MICROS** Parquet output (INT96 comes back to pandas as
@@ -32,6 +35,7 @@ import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,13 +69,27 @@ def launches_local_jvm(master: str | None) -> bool:
     return (master or DEFAULT_MASTER).startswith("local")
 
 
+_LOOPBACK_HOSTS = {"localhost", "::1"}
+
+
+def loopback_master(master: str | None) -> bool:
+    """Whether ``master`` is a standalone master (``spark://host:port[,host:port]``) whose every
+    host is this machine's loopback: its workers, hence the executors, run on this machine."""
+    if not master or not master.startswith("spark://"):
+        return False
+    hosts = [urlsplit(f"//{hp.strip()}").hostname for hp in master.removeprefix("spark://").split(",")]
+    return all(h and (h in _LOOPBACK_HOSTS or h.startswith("127.")) for h in hosts)
+
+
 def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str = DEFAULT_DRIVER_MEMORY,
                  shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS, small: bool = False,
-                 jvm_options: str = "", extra: dict[str, str] | None = None) -> dict[str, str]:
+                 jvm_options: str = "", extra: dict[str, str] | None = None,
+                 loopback: bool | None = None) -> dict[str, str]:
     """The Spark settings of the pipeline (a plain dict, so it can be tested and documented).
 
     ``launch``: this process starts the driver JVM (not ``spark-submit``), so driver memory and
-    the log4j file apply; ``local``: local mode, so Spark binds to loopback only; ``small``: the
+    the log4j file apply; ``local``: local mode; ``loopback`` (default: ``local``): the driver binds
+    to loopback only (local mode, or a :func:`loopback_master`); ``small``: the
     run reads a few lake hours, so a launched local JVM gets :data:`SMALL_RUN_JVM_OPTIONS` and
     adaptive execution is off (a larger run's gets :data:`LARGE_RUN_JVM_OPTIONS`); ``jvm_options``:
     more options for a launched local JVM (the class-data-sharing archive).
@@ -96,11 +114,12 @@ def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str 
                                                 if local else "")
                                              + (f" {jvm_options}" if jvm_options and local else ""),
         })
+    if local if loopback is None else loopback:
+        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     if local:
-        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                     # The driver lists the gold partitions it reads itself: above 32 paths Spark
-                     # would start a listing job (one task per folder), seconds for a day of hours.
-                     "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000"})
+        # The driver lists the gold partitions it reads itself: above 32 paths Spark would start a
+        # listing job (one task per folder), seconds for a day of hours.
+        conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
     if small:
         # Adaptive execution re-plans after every shuffle, one Spark job per stage: for a few hours
         # of rows there is nothing to coalesce or split, only that fixed cost (35 jobs instead of 7).
@@ -124,8 +143,10 @@ def get_session(master: str | None = None, *, app_name: str = "queueops-pipeline
     submitted = under_spark_submit()
     if master is None and not submitted:
         master = DEFAULT_MASTER
-    if master is not None and master.startswith("local"):
-        # Must be in the environment before the JVM starts: Spark reads it at launch.
+    loopback = not submitted and master is not None and (master.startswith("local") or loopback_master(master))
+    if loopback:
+        # Must be in the environment before the JVM starts: Spark reads it at launch. A loopback
+        # master's executors run on this machine, so they can run this Python too.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -133,7 +154,8 @@ def get_session(master: str | None = None, *, app_name: str = "queueops-pipeline
     # options: only session-level settings are added then.
     local = launches_local_jvm(master)
     conf = session_conf(local=local, launch=not submitted, driver_memory=driver_memory,
-                        shuffle_partitions=shuffle_partitions, small=small, jvm_options=jvm_options, extra=extra)
+                        shuffle_partitions=shuffle_partitions, small=small, jvm_options=jvm_options, extra=extra,
+                        loopback=loopback)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)

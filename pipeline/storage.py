@@ -220,6 +220,21 @@ def is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file:")
 
 
+# pyarrow's URI schemes (the exporter's [lake] path, queueops/lake/fs.py) whose Hadoop file system
+# has another name: S3 is the S3A connector (hadoop-aws), Google Cloud Storage the gs connector.
+_HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs"}
+
+
+def hadoop_uri(path: str) -> str:
+    """A lake or gold path as Spark reads it: a local path unchanged; a pyarrow URI with its scheme
+    renamed to Hadoop's (``s3://bucket/lake?region=eu-west-1`` -> ``s3a://bucket/lake``) and its
+    query dropped (pyarrow's options; Spark takes them as ``spark.hadoop.fs.s3a.*`` settings)."""
+    if is_local(path):
+        return path
+    scheme, rest = path.split("://", 1)
+    return f"{_HADOOP_SCHEMES.get(scheme.lower(), scheme)}://{rest.split('?', 1)[0]}"
+
+
 def storage_for(path: str, spark: Any | None = None) -> Storage:
     if is_local(path):
         return LocalStorage()

@@ -106,6 +106,46 @@ def test_spark_settings() -> None:
     assert "spark.driver.host" not in cluster and cluster["spark.driver.memory"] == "1g"
     submitted = session_conf(local=False, launch=False)  # spark-submit owns the JVM's settings
     assert "spark.driver.memory" not in submitted and "spark.driver.extraJavaOptions" not in submitted
+    # A standalone master on loopback (tests/pipeline/test_cluster.py): its executors are on this
+    # machine, so the driver binds to loopback too; the JVM options stay those of a cluster driver.
+    on_loopback = session_conf(local=False, loopback=True, extra={"spark.executor.memory": "512m"})
+    assert on_loopback["spark.driver.bindAddress"] == on_loopback["spark.driver.host"] == "127.0.0.1"
+    assert on_loopback["spark.executor.memory"] == "512m"
+    assert "UseParallelGC" not in on_loopback["spark.driver.extraJavaOptions"]
+
+
+def test_loopback_masters() -> None:
+    from pipeline.spark import loopback_master
+
+    for master in ("spark://127.0.0.1:7077", "spark://localhost:7077", "spark://[::1]:7077",
+                   "spark://127.0.0.1:7077,127.0.0.1:7078"):
+        assert loopback_master(master), master
+    for master in ("spark://10.0.0.5:7077", "spark://127.0.0.1:7077,spark-2:7077", "spark://", "local[*]",
+                   "yarn", None):
+        assert not loopback_master(master), master
+
+
+def test_conf_and_object_store_paths_from_the_command_line_and_config(tmp_path: Path) -> None:
+    """``--conf KEY=VALUE`` reaches the session; a lake on object storage in the config (a pyarrow
+    URI, as the exporter writes it) is handed to Spark under Hadoop's scheme, not made a local path."""
+    import argparse
+
+    from pipeline.run import add_arguments, resolve
+    from pipeline.storage import hadoop_uri
+
+    conf = tmp_path / "queueops.toml"
+    conf.write_text('[lake]\npath = "s3://bucket/queueops/lake?region=eu-west-1"\n\n[pipeline]\nout = "gold"\n\n'
+                    '[[targets]]\nname = "t"\ndialect = "postgresql"\nurl = "postgresql://u@h/db"\n')
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    r = resolve(parser.parse_args(["--config", str(conf), "--conf", "spark.executor.memory=512m",
+                                   "--conf", "spark.cores.max=2"]))
+    assert r["lake"] == "s3a://bucket/queueops/lake" and r["out"] == str(tmp_path / "gold")
+    assert r["conf"] == {"spark.executor.memory": "512m", "spark.cores.max": "2"}
+    with pytest.raises(PipelineError, match="KEY=VALUE"):
+        resolve(parser.parse_args(["--lake", "l", "--out", "o", "--conf", "spark.executor.memory"]))
+    assert hadoop_uri("gcs://b/lake") == "gs://b/lake" and hadoop_uri("hdfs://nn/lake") == "hdfs://nn/lake"
+    assert hadoop_uri("/srv/lake") == "/srv/lake"
 
 
 def test_hours_to_read_is_known_before_spark_starts(tmp_path: Path) -> None:
