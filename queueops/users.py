@@ -6,13 +6,21 @@ stored per user so they can be raised later without invalidating old entries. Ve
 constant-time, and an unknown name costs the same scrypt as a known one (no user enumeration by
 timing).
 
+New hashes use N = 2^17, r = 8, p = 1 (OWASP's scrypt minimum; ~0.37 s and 128 MiB of memory per
+hash on the 2-core test machine). An entry of a lower cost (files written before, N = 2^14) is
+rehashed at the new cost by the console on the user's next successful sign-in (:func:`rehash`:
+the file is rewritten atomically, 0600). Tests that create many users pass a lower ``n``.
+
+:func:`fingerprint` is what a console session remembers of its user (a digest of the hash and the
+role): a changed password or role, or a removed user, no longer matches it.
+
 File shape::
 
     [users.alice]
     role = "operator"
     salt = "9f2c..."          # hex
     hash = "51be..."          # hex, scrypt output
-    n = 16384
+    n = 131072
     r = 8
     p = 1
 """
@@ -32,7 +40,7 @@ from typing import Literal
 Role = Literal["viewer", "operator"]
 ROLES: tuple[Role, ...] = ("viewer", "operator")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
-N, R, P, DKLEN = 2 ** 14, 8, 1, 32
+N, R, P, DKLEN = 2 ** 17, 8, 1, 32
 MIN_PASSWORD = 8
 
 # The demo's documented accounts (README "Console"): created only in a lab's state folder.
@@ -62,14 +70,28 @@ def hash_password(password: str, salt: bytes, n: int = N, r: int = R, p: int = P
                           maxmem=256 * r * n + 1024 * 1024)
 
 
-def make_user(name: str, password: str, role: str) -> User:
+def make_user(name: str, password: str, role: str, *, n: int = N) -> User:
+    """A new entry; ``n`` (scrypt's cost) below :data:`N` only for tests that create many users."""
     check_name(name)
     if role not in ROLES:
         raise UsersError(f"role {role!r} is not one of {', '.join(ROLES)}")
     if len(password) < MIN_PASSWORD:
         raise UsersError(f"password too short: at least {MIN_PASSWORD} characters")
     salt = os.urandom(16)
-    return User(name, role, salt, hash_password(password, salt))  # type: ignore[arg-type]
+    return User(name, role, salt, hash_password(password, salt, n), n)  # type: ignore[arg-type]
+
+
+def needs_rehash(user: User) -> bool:
+    """The entry's hash is cheaper than what new hashes cost now (a dearer one is kept)."""
+    return user.n < N or user.r < R
+
+
+def fingerprint(user: User) -> str:
+    """A digest of the entry's hash, cost and role: what a session keeps to notice a changed
+    password, a changed role or a removed user. Reveals nothing the hash would not."""
+    body = b"|".join([b"queueops-session-v1", user.name.encode(), user.role.encode(), user.salt, user.hash,
+                      str((user.n, user.r, user.p)).encode()])
+    return hashlib.sha256(body).hexdigest()
 
 
 def check_name(name: str) -> None:
@@ -153,14 +175,34 @@ def load_or_empty(path: str | os.PathLike[str]) -> dict[str, User]:
     return load(path) if Path(path).exists() else {}
 
 
-def add(path: str | os.PathLike[str], name: str, password: str, role: str, *, replace: bool = False) -> User:
+def add(path: str | os.PathLike[str], name: str, password: str, role: str, *, replace: bool = False,
+        n: int = N) -> User:
     users = load_or_empty(path)
     if name in users and not replace:
         raise UsersError(f"user {name!r} already exists in {path}; use 'queueops users passwd' or --replace")
-    user = make_user(name, password, role)
+    user = make_user(name, password, role, n=n)
     users[name] = user
     save(path, users)
     return user
+
+
+def rehash(path: str | os.PathLike[str], user: User, password: str) -> User:
+    """Replace ``user``'s entry (just verified with ``password``) by one at today's cost.
+
+    The file is read again and rewritten only if the entry is still the one verified (an edit made
+    meanwhile -- a new password, another role, a removal -- wins); written atomically, 0600.
+    Returns the entry now in the file (``user`` itself when nothing was rewritten).
+    """
+    if not needs_rehash(user):
+        return user
+    table = load(path)
+    if table.get(user.name) != user:
+        return user
+    salt = os.urandom(16)
+    new = User(user.name, user.role, salt, hash_password(password, salt))
+    table[user.name] = new
+    save(path, table)
+    return new
 
 
 def remove(path: str | os.PathLike[str], name: str) -> bool:
