@@ -129,3 +129,45 @@ service_state = Table(
     Column("value", Text, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
+
+# The console's server-side sign-in sessions (:mod:`queueops.store.sessions`). The browser's cookie
+# holds a random id; only its SHA-256 is stored, so reading the store does not let anyone sign in.
+# ``fingerprint`` is the users file entry's digest at sign-in (:func:`queueops.users.fingerprint`):
+# a changed password or role, or a removed user, no longer matches and ends the session.
+console_sessions = Table(
+    "console_sessions", metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("user_name", String(256), nullable=False),
+    Column("method", String(16), nullable=False),    # local
+    Column("fingerprint", String(64), nullable=False),
+    Column("address", String(64), nullable=False, default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("last_seen", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),  # absolute limit
+    Column("ended_at", DateTime(timezone=True), nullable=True),
+    Column("end_reason", String(64), nullable=False, default=""),
+    Index("ix_console_sessions_user", "user_name"),
+)
+
+# Failed sign-ins per key ("user:NAME" and "addr:ADDRESS"): the console's throttle, shared by its
+# processes and kept across restarts.
+signin_throttle = Table(
+    "signin_throttle", metadata,
+    Column("key", String(320), primary_key=True),
+    Column("failures", Integer, nullable=False),
+    Column("last_failure", DateTime(timezone=True), nullable=False),
+    Column("locked_until", DateTime(timezone=True), nullable=False),
+)
+
+# Every sign-in attempt and sign-out of the console (ok | failed | locked | signed-out), read with
+# the audit log (`queueops audit --sign-ins`, the console's Audit page).
+signin_log = Table(
+    "signin_log", metadata,
+    Column("id", RowId, primary_key=True, autoincrement=True),
+    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("user_name", String(256), nullable=False),
+    Column("address", String(64), nullable=False, default=""),
+    Column("outcome", String(16), nullable=False),
+    Column("detail", Text, nullable=False, default=""),
+    Index("ix_signin_log_ts", "ts"),
+)
