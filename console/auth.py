@@ -3,43 +3,46 @@
 * When Streamlit's OIDC is configured (an ``[auth]`` section in ``.streamlit/secrets.toml``), users
   sign in with ``st.login()``; their role comes from ``[identity] roles`` of the config (keyed by
   e-mail, else name), and anyone not listed is a viewer.
-* Otherwise, when ``[console] users_file`` is set, users sign in with a name and password checked
-  against that file (scrypt hashes, :mod:`queueops.users`).
+* Otherwise, when ``[console] users_file`` is set, users sign in on the console's sign-in page
+  (:mod:`console.signin`: a name and password checked against that file's scrypt hashes, a
+  throttle, and a server-side session whose random id is an HttpOnly cookie).
 * With neither, the console is read-only for everyone (role ``viewer``): nobody can act without
   an identity the audit log can name.
 
 Viewers see everything and get no action buttons at all; the action layer checks the role again.
 
-A local sign-in survives a page reload through a signed cookie (HMAC-SHA256 over the name and an
-expiry, with a key that lives only in the server process: restarting the console signs everyone
-out). The cookie names the user only; the role is read from the users file every time, so a
-removed user or a changed role takes effect on the next page load.
+A local session is checked on every script run (:func:`gate`): the cookie's session must exist in
+the store, not be ended, idle (30 min) or past its 12 h limit, and its user must still be in the
+users file with the same password. A page load (a new browser tab, a reload) also requires the
+same role: a changed role ends the session there. A tab already open keeps showing the role it
+loaded with, but every action re-reads the role at the moment it runs (:func:`actor_now`), so a
+demoted or removed user is refused and audited with the role now in force.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import os
-import time
-from dataclasses import dataclass
-from typing import Literal
+import dataclasses
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Literal, NoReturn
 
 import streamlit as st
 
-from queueops import users
+from console import signin
+from queueops import roles, users
 from queueops.config import Config
+from queueops.store import sessions
 
 KEY = "qo_identity"
-FAILS = "qo_signin_failures"
-COOKIE = "queueops_session"
-SESSION_S = 12 * 3600
-_SET_COOKIE = "qo_set_cookie"
+COOKIE = signin.COOKIE
+_LOADED = "qo_session_loaded"  # (the session's id hash, the role it loaded with)
 _SIGNED_OUT = "qo_signed_out"
 
+log = logging.getLogger("queueops.console.auth")
 
-@dataclass(frozen=True)
+
+@dataclasses.dataclass(frozen=True)
 class Identity:
     name: str
     role: Literal["viewer", "operator"]
@@ -74,81 +77,150 @@ def current() -> Identity | None:
     return None
 
 
-def make_token(key: bytes, name: str, now: float, ttl_s: float = SESSION_S) -> str:
-    """``base64(name|expiry).hmac`` -- the whole cookie value (URL-safe characters only)."""
-    payload = base64.urlsafe_b64encode(f"{name}|{int(now + ttl_s)}".encode()).decode().rstrip("=")
-    sig = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
-    return f"{payload}.{sig}"
-
-
-def read_token(key: bytes, token: str | None, now: float) -> str | None:
-    """The user a valid, unexpired token names; ``None`` for anything else."""
-    if not token or token.count(".") != 1:
-        return None
-    payload, sig = token.split(".")
-    want = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(want, sig):
-        return None
+def _cookie() -> str | None:
     try:
-        name, _, expiry = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode().rpartition("|")
-        if float(expiry) < now:
-            return None
-    except (ValueError, UnicodeDecodeError):
+        value = st.context.cookies.get(COOKIE)
+    except Exception:  # noqa: BLE001 - no browser request
         return None
-    return name or None
-
-
-@st.cache_resource(show_spinner=False)
-def _cookie_key() -> bytes:
-    return os.urandom(32)
-
-
-def _from_cookie(cfg: Config) -> Identity | None:
-    if st.session_state.get(_SIGNED_OUT):
-        return None
-    try:
-        token = st.context.cookies.get(COOKIE)
-    except Exception:  # noqa: BLE001 - no browser request (AppTest)
-        return None
-    name = read_token(_cookie_key(), token, time.time())
-    if name is None:
-        return None
-    try:
-        user = users.load(cfg.path(cfg.console.users_file or "")).get(name)
-    except users.UsersError:
-        return None
-    return Identity(user.name, user.role, "local") if user else None
-
-
-def _cookie_script(value: str, max_age: int) -> None:
-    # The value is our own token (URL-safe base64 and hex) or empty: nothing to escape.
-    st.html(f"<script>document.cookie = '{COOKIE}={value}; path=/; max-age={max_age}; SameSite=Strict';</script>",
-            unsafe_allow_javascript=True, width="content")
+    return value if isinstance(value, str) and value else None  # (AppTest has no real cookies)
 
 
 def gate(cfg: Config) -> Identity:
-    """Return who is signed in, or render the sign-in screen and stop the script."""
+    """Return who is signed in, or send the browser to the sign-in page and stop the script."""
     if oidc_configured():
         return _oidc(cfg)
-    ident = current()
-    if ident is None and cfg.console.users_file:
-        ident = _from_cookie(cfg)
-        if ident is not None:
-            st.session_state[KEY] = ident
-    if ident is not None:
-        token = st.session_state.pop(_SET_COOKIE, None)
-        if token:
-            _cookie_script(token, SESSION_S)
-        return ident
     if not cfg.console.users_file:
         ident = Identity("anonymous", "viewer", "anonymous")
         st.session_state[KEY] = ident
         return ident
-    if st.session_state.get(_SIGNED_OUT):
-        _cookie_script("", 0)
-    _local_form(cfg)
+    return _local(cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Local sessions
+
+
+@dataclasses.dataclass(frozen=True)
+class _Check:
+    session: sessions.Session | None
+    user: users.User | None
+    problem: str | None  # None: valid; else one of signin._NOTES' keys, or "" (no session at all)
+
+
+def _check(cfg: Config, cookie: str | None, loaded: tuple[str, str] | None, now: datetime) -> _Check:
+    """Whether the cookie's session may be used now (see the module docstring for the rules)."""
+    if not cookie:
+        return _Check(None, None, "")
+    store = signin.engine(cfg)
+    session = sessions.get(store, cookie)
+    if session is None:
+        return _Check(None, None, "")
+    problem = session.problem(now)
+    if problem is not None:
+        return _Check(session, None, problem.split(" ")[0])
+    path = signin.users_path(cfg)
+    try:
+        user = users.load(path).get(session.user_name) if path else None
+    except users.UsersError as exc:
+        log.error("users file unreadable: %s", exc)
+        return _Check(session, None, "unavailable")
+    if user is None:
+        return _Check(session, None, "changed")
+    if users.fingerprint(user) != session.fingerprint:
+        first_load = loaded is None or loaded[0] != session.id_hash
+        same_password = any(users.fingerprint(dataclasses.replace(user, role=r)) == session.fingerprint
+                            for r in users.ROLES)
+        if first_load or not same_password:
+            return _Check(session, user, "changed")  # a new password; at a page load, a new role too
+    return _Check(session, user, None)
+
+
+def _local(cfg: Config) -> Identity:
+    if not signin.ROUTES_INSTALLED:
+        _brand()
+        st.error("Local sign-in needs the console's sign-in page, which `queueops serve` adds to the server: "
+                 "start the console with `queueops serve` (not `streamlit run console/app.py`).")
+        st.stop()
+    if st.session_state.pop(_SIGNED_OUT, False):
+        _forget()
+        _to_signin("out")
+    now = datetime.now(UTC)
+    cookie = _cookie()
+    loaded = st.session_state.get(_LOADED)
+    check = _check(cfg, cookie, loaded, now)
+    if check.problem == "unavailable":
+        _brand()
+        st.error("Sign-in is unavailable: the console's users file cannot be read. The console's log says why.")
+        st.stop()
+    if check.problem is not None or check.session is None or check.user is None:
+        if check.session is not None and check.session.ended_at is None:
+            _end(cfg, cookie, check.session.user_name, check.problem or "ended", now)
+        _forget()
+        _to_signin(check.problem or None)
+    sessions.touch(signin.engine(cfg), check.session, now)
+    first_load = loaded is None or loaded[0] != check.session.id_hash
+    role = check.user.role if first_load else loaded[1]
+    ident = Identity(check.user.name, role, "local")  # type: ignore[arg-type]
+    st.session_state[_LOADED] = (check.session.id_hash, role)
+    st.session_state[KEY] = ident
+    return ident
+
+
+def still_signed_in(cfg: Config) -> bool:
+    """For a fragment that refreshes itself (it does not pass through :func:`gate`): is the local
+    session still usable? (It does not count as activity: an unattended page still goes idle.)"""
+    ident = current()
+    loaded = st.session_state.get(_LOADED)
+    if ident is None or ident.method != "local" or loaded is None:
+        return ident is not None  # no local session checked by the gate in this run (OIDC, tests)
+    return _check(cfg, _cookie(), loaded, datetime.now(UTC)).problem is None
+
+
+def _end(cfg: Config, cookie: str | None, user_name: str, why: str, now: datetime) -> None:
+    try:
+        store = signin.engine(cfg)
+        if sessions.end(store, cookie, why, now) is not None:
+            sessions.log(store, now, user_name, _address(), "signed-out",
+                         "signed out" if why == "out" else f"session ended: {why}")
+    except Exception as exc:  # noqa: BLE001 - the store is away: the session cannot be used either
+        log.warning("could not end a session: %s", exc)
+
+
+def _address() -> str:
+    try:
+        return st.context.ip_address or "local"
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _forget() -> None:
+    for key in (KEY, _LOADED):
+        st.session_state.pop(key, None)
+
+
+def _to_signin(why: str | None) -> NoReturn:
+    """Send the browser to the sign-in page (back to this page afterwards) and stop."""
+    url = signin.signin_url(**({"why": why} if why else {}))
+    _brand()
+    st.write("Sign in to see the queues.")
+    st.link_button("Sign in", url, type="primary", icon=":material/login:")
+    # The page goes on its own; the button is there if a browser does not. `next` is this page.
+    target = json.dumps(url).replace("<", "\\u003c")
+    st.html("<script>(function(){const u=new URL(" + target + ",location.href);"
+            "u.searchParams.set('next',location.pathname+location.search);location.replace(u.toString());})()"
+            "</script>", unsafe_allow_javascript=True, width="content")
     st.stop()
     raise AssertionError("unreachable")
+
+
+# ---------------------------------------------------------------------------------------------
+# OIDC
+
+
+def _oidc_names() -> tuple[str, str]:
+    user = st.user
+    email = str(user.get("email") or "")
+    return email, str(user.get("name") or "")
 
 
 def _oidc(cfg: Config) -> Identity:
@@ -159,9 +231,9 @@ def _oidc(cfg: Config) -> Identity:
         if st.button("Sign in", type="primary", icon=":material/login:"):
             st.login()
         st.stop()
-    email = str(user.get("email") or "")
-    name = email or str(user.get("name") or user.get("sub") or "unknown")
-    ident = Identity(name, role_for(cfg, email, str(user.get("name") or "")), "oidc")
+    email, display = _oidc_names()
+    name = email or display or str(user.get("sub") or "unknown")
+    ident = Identity(name, role_for(cfg, email, display), "oidc")
     st.session_state[KEY] = ident
     return ident
 
@@ -171,41 +243,48 @@ def _brand() -> None:
     st.caption("Health and safe remediation for database tables used as queues")
 
 
-def _local_form(cfg: Config) -> None:
-    path = cfg.path(cfg.console.users_file or "")
-    _, mid, _ = st.columns([1, 1.2, 1])
-    with mid:
-        _brand()
-        with st.form("signin", border=True):
-            name = st.text_input("User", key="qo_user", autocomplete="username")
-            password = st.text_input("Password", type="password", key="qo_password",
-                                     autocomplete="current-password")
-            submitted = st.form_submit_button("Sign in", type="primary", use_container_width=True)
-        if submitted:
-            try:
-                table = users.load(path)
-            except users.UsersError as exc:
-                st.error(str(exc))
-                return
-            fails = int(st.session_state.get(FAILS, 0))
-            if fails >= 3:  # slow down guessing: 1 s more per failure after the third
-                time.sleep(min(10, fails - 2))
-            user = users.verify(table, name.strip(), password)
-            if user is None:
-                st.session_state[FAILS] = fails + 1
-                st.error("Unknown user or wrong password.")
-                return
-            st.session_state.pop(FAILS, None)
-            st.session_state[KEY] = Identity(user.name, user.role, "local")
-            st.session_state[_SET_COOKIE] = make_token(_cookie_key(), user.name, time.time())
-            st.session_state.pop(_SIGNED_OUT, None)
-            st.rerun()
-        st.caption(f"Accounts: `{path}` (manage with `queueops users`).")
+# ---------------------------------------------------------------------------------------------
+# Acting and signing out
+
+
+def actor_now(cfg: Config, ident: Identity) -> roles.Actor:
+    """The actor for an action about to run, with the role in force *now*: the users file read
+    again for a local user (one no longer in it is a viewer, as anyone unlisted is), the config's
+    ``[identity] roles`` for an OIDC user; the role the page loaded with does not count."""
+    source = f"console:{ident.method}"
+    role: Literal["viewer", "operator"] = "viewer"
+    if ident.method == "local":
+        path = signin.users_path(cfg)
+        try:
+            user = users.load(path).get(ident.name) if path else None
+        except users.UsersError as exc:
+            log.error("users file unreadable at an action: %s", exc)
+            user = None
+        role = user.role if user is not None else "viewer"
+    elif ident.method == "oidc":
+        try:
+            names: tuple[str, ...] = _oidc_names()
+        except Exception:  # noqa: BLE001 - no OIDC user in this run (tests)
+            names = ()
+        role = role_for(cfg, *names, ident.name)
+    return roles.Actor(ident.name, role, source)
+
+
+def after_action(ident: Identity, actor: roles.Actor) -> None:
+    """An action found the role changed: the page shows the new one from now on."""
+    if actor.role != ident.role:
+        st.session_state[KEY] = dataclasses.replace(ident, role=actor.role)
+        loaded = st.session_state.get(_LOADED)
+        if loaded:
+            st.session_state[_LOADED] = (loaded[0], actor.role)
 
 
 def sign_out() -> None:
     ident = current()
-    st.session_state.pop(KEY, None)
-    st.session_state[_SIGNED_OUT] = True
+    _forget()
     if ident is not None and ident.method == "oidc":
         st.logout()
+        return
+    if ident is not None and ident.method == "local":
+        _end(signin.load_config(), _cookie(), ident.name, "out", datetime.now(UTC))
+    st.session_state[_SIGNED_OUT] = True

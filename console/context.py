@@ -1,4 +1,5 @@
-"""What every page needs: the config, the shared live sampler, the store, and who is signed in.
+"""What every page needs: the config, the shared live sampler, the store, and who is signed in --
+and the one way a page runs an action (:meth:`Ctx.execute`, with the role in force at that moment).
 
 The config, sampler and store are ``st.cache_resource`` objects keyed by the config file's path and
 modification time: every browser session shares one sampler (so the database sees one collection
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from console.auth import Identity, current
+from console.auth import Identity, actor_now, after_action, current
 from console.data import LiveSampler, Store
+from queueops import actions, secrets
 from queueops import config as config_mod
-from queueops import secrets
 
 
 @dataclass
@@ -30,6 +31,15 @@ class Ctx:
     @property
     def can_act(self) -> bool:
         return self.identity.can_act
+
+    def execute(self, plan: actions.Plan, progress: actions.ProgressCallback | None = None) -> actions.Result:
+        """Run a confirmed plan as the signed-in user, with the role read again now (the users
+        file, or the config for OIDC users): a user demoted or removed since the page loaded is
+        refused and audited with the role in force, and the page shows that role from then on."""
+        actor = actor_now(self.cfg, self.identity)
+        result = actions.execute(self.cfg, plan, actor=actor, progress=progress)
+        after_action(self.identity, actor)
+        return result
 
 
 def config_path() -> Path:

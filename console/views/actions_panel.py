@@ -21,7 +21,7 @@ import streamlit as st
 from console import context, style
 from console.findings import Recommendation
 from console.health import format_value
-from queueops import actions, roles, secrets
+from queueops import actions, secrets
 from queueops.actions.core import MODULES
 from queueops.config import Queue
 from queueops.engine import TargetError
@@ -89,6 +89,7 @@ def options_from_form(action: str, raw: dict[str, Any]) -> dict[str, Any]:
 
 def render(ctx: context.Ctx, q: Queue, recs: Sequence[Recommendation]) -> None:
     if not ctx.can_act:
+        _result(ctx, q)  # an action refused because the role changed since the page loaded
         st.caption(":material/visibility: You are signed in as a viewer: you see every finding, and operators "
                    "run the actions.")
         return
@@ -205,10 +206,8 @@ def _execute(ctx: context.Ctx, q: Queue, pending: Pending) -> None:
             text += f" · {p.message}"
         bar.progress(frac if frac is not None else 0.0, text=text)
 
-    ident = ctx.identity
-    actor = roles.Actor(ident.name, ident.role, f"console:{ident.method}")
     try:
-        result = actions.execute(ctx.cfg, pending.plan, actor=actor, progress=progress)
+        result = ctx.execute(pending.plan, progress=progress)  # the role as it is now, not at page load
     except Exception as exc:  # noqa: BLE001 - e.g. the store is unreachable before the audit record exists
         bar.empty()
         st.error(f"{pending.plan.action} did not start: {secrets.mask(f'{type(exc).__name__}: {exc}')}")

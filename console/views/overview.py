@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 import streamlit as st
 
-from console import chrome, context, nav, style
+from console import auth, chrome, context, nav, style
 from console.data import LiveSample, LiveSampler, sparklines
 from console.health import (
     WORD,
@@ -109,6 +109,8 @@ def render() -> None:
 
     @st.fragment(run_every=ctx.cfg.console.refresh_s)
     def live() -> None:
+        if not auth.still_signed_in(ctx.cfg):  # signed out elsewhere, idle, expired: the gate takes over
+            st.rerun()
         _body(ctx)
 
     live()

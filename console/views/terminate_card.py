@@ -18,7 +18,7 @@ import streamlit as st
 from console import context
 from console.findings import RootCause
 from console.views import actions_panel
-from queueops import actions, roles, secrets
+from queueops import actions, secrets
 from queueops.config import Queue
 from queueops.engine import TargetError
 
@@ -86,11 +86,9 @@ def _confirm(ctx: context.Ctx, q: Queue, pending: TermPending) -> None:
             st.session_state.pop(PLAN_KEY, None)
             st.rerun()
     if go:
-        ident = ctx.identity
-        actor = roles.Actor(ident.name, ident.role, f"console:{ident.method}")
         try:
             with st.spinner(f"Ending session {pending.session_id} and sampling again…"):
-                result = actions.execute(ctx.cfg, pending.plan, actor=actor)
+                result = ctx.execute(pending.plan)  # the role as it is now, not at page load
         except Exception as exc:  # noqa: BLE001 - e.g. the store is unreachable before the audit record exists
             st.error(f"terminate did not start: {secrets.mask(f'{type(exc).__name__}: {exc}')}")
             return

@@ -118,7 +118,7 @@ def execute(cfg: Config, plan: Plan, *, user: str | None = None, actor: roles.Ac
         audit.reconcile(store)
         if not actor.can_act:
             reason = (f"{actor.user} has the role {actor.role!r}: only operators run actions "
-                      "(config [identity] roles)")
+                      f"({'the console users file' if actor.source == 'console:local' else 'config [identity] roles'})")
             rid = audit.refuse(store, actor, plan, reason)
             return _result(plan, actor, "refused", 0, reason, rid, started)
         if plan.age_s > max_plan_age_s:

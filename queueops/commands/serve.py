@@ -54,7 +54,8 @@ def streamlit_command(config: str | None, port: int, address: str = "localhost")
     spec = importlib.util.find_spec("console")
     if spec is None or not spec.submodule_search_locations:
         raise extras.MissingExtra("queueops serve: the console package is not installed with queueops")
-    app = Path(list(spec.submodule_search_locations)[0]).resolve() / "app.py"
+    # server.py serves app.py through st.App with the console's sign-in routes (console/signin.py).
+    app = Path(list(spec.submodule_search_locations)[0]).resolve() / "server.py"
     env = dict(os.environ)
     # Resolve the config now: a relative path (or the ./queueops.toml default) means the caller's folder.
     path = config or env.get("QUEUEOPS_CONFIG") or config_mod.DEFAULT_CONFIG
