@@ -1,4 +1,5 @@
-"""Audit: every action anyone took through the console or the CLI, searchable and filterable."""
+"""Audit: every action anyone took through the console or the CLI, searchable and filterable; below
+it, the console's sign-in log (every attempt, failures and throttled ones included, and sign-outs)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,33 @@ def filter_audit(df: pd.DataFrame, text: str = "", actions: Sequence[str] = (), 
 def render() -> None:
     ctx = context.get()
     chrome.title(ctx, "Audit")
+    _actions(ctx)
+    _signins(ctx)
+
+
+def _signins(ctx: context.Ctx) -> None:
+    """The last 7 days of the sign-in log (queueops.store.sessions), newest first."""
+    from queueops.store import sessions
+
+    if ctx.store.engine is None:
+        return
+    try:
+        rows = sessions.read_log(ctx.store.engine, since=datetime.now(UTC) - timedelta(days=7), limit=1000)
+    except Exception:  # noqa: BLE001 - no sign-in table yet (nobody signed in locally), or the store is away
+        return
+    if not rows:
+        return
+    df = pd.DataFrame(rows)
+    day = df[df["ts"] >= pd.Timestamp(datetime.now(UTC) - timedelta(hours=24))]
+    bad = int(day["outcome"].isin(["failed", "locked"]).sum())
+    with st.expander(f":material/login: Sign-ins, last 7 days ({len(df)}; {bad} failed or throttled in 24 h)"):
+        st.dataframe(pd.DataFrame({
+            "Time (UTC)": df["ts"].dt.strftime("%Y-%m-%d %H:%M:%S"), "User": df["user_name"],
+            "Address": df["address"], "Outcome": df["outcome"], "Detail": df["detail"],
+        }), hide_index=True, key="audit_signins")
+
+
+def _actions(ctx: context.Ctx) -> None:
     df = ctx.store.audit()
     if ctx.store.error:
         st.warning(f"The store cannot be read: {ctx.store.error}")

@@ -3,6 +3,7 @@
 Reading the log first marks records of actions whose process died as ``interrupted`` (see
 :mod:`queueops.actions.audit`). ``--id N`` shows one record in full: its SQL, parameters, the
 preview the operator confirmed and every statement it executed (its command rows, in order).
+``--sign-ins`` lists the console's sign-in log instead (:mod:`queueops.store.sessions`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=50, metavar="N")
     p.add_argument("--id", type=int, metavar="N", help="show one record in full")
     p.add_argument("--json", action="store_true", help="one JSON object per record")
+    p.add_argument("--sign-ins", action="store_true",
+                   help="the console's sign-in log instead: every attempt (ok, failed, locked by the throttle) "
+                        "and sign-out, with --user, --since, --limit")
     p.set_defaults(func=_audit, parser=p)
 
 
@@ -106,7 +110,32 @@ def _audit(args: argparse.Namespace) -> int:
         return fail(f"the audit log cannot be read: the store ({cfg.store.url}) is unavailable: {first}", 1)
 
 
+def _sign_ins(args: argparse.Namespace, store: Any) -> int:  # noqa: ANN401 - Engine
+    from queueops.actions.model import jsonable
+    from queueops.store import sessions
+
+    try:
+        since = parse_since(args.since)
+    except ValueError as exc:
+        return fail(str(exc), 2)
+    rows = sessions.read_log(store, since=since, user=args.user, limit=args.limit)
+    if args.json:
+        for r in rows:
+            print_json(jsonable(r))
+        return 0
+    if not rows:
+        print("no sign-in records match")
+        return 0
+    print(f"{'time (UTC)':19}  {'user':24} {'address':16} {'outcome':11} detail")
+    for r in rows:
+        print(f"{r['ts'].strftime('%Y-%m-%d %H:%M:%S'):19}  {r['user_name'][:24]:24} {r['address'][:16]:16} "
+              f"{r['outcome']:11} {r['detail'][:80]}")
+    return 0
+
+
 def _show(args: argparse.Namespace, store: Any, audit: Any) -> int:  # noqa: ANN401 - Engine, the audit module
+    if getattr(args, "sign_ins", False):
+        return _sign_ins(args, store)
     if args.id is not None:
         from queueops.actions.executor import commands
 

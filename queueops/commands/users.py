@@ -32,6 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("name")
     r.set_defaults(func=_remove)
     us.add_parser("list", help="list users and roles").set_defaults(func=_list)
+    u = us.add_parser("unlock", help="clear a user's failed sign-ins (the console's throttle) and end their "
+                                     "console sessions with --sign-out")
+    u.add_argument("name")
+    u.add_argument("--sign-out", action="store_true", help="also end every console session of the user")
+    u.set_defaults(func=_unlock)
 
 
 def _path(args: argparse.Namespace) -> Path:
@@ -95,4 +100,20 @@ def _list(args: argparse.Namespace) -> int:
             print(f"{u.name}\t{u.role}")
     except users.UsersError as exc:
         return fail(str(exc))
+    return 0
+
+
+def _unlock(args: argparse.Namespace) -> int:
+    """The throttle and the sessions live in the config's store (not in the users file)."""
+    from datetime import UTC, datetime
+
+    from queueops.store import open_engine, sessions
+
+    cfg = load_config(args)
+    store = open_engine(cfg)
+    cleared = sessions.clear(store, f"user:{args.name}")
+    print(f"{args.name}: " + ("failed sign-ins cleared" if cleared else "no failed sign-ins to clear"))
+    if args.sign_out:
+        n = sessions.end_user(store, args.name, "ended by queueops users unlock --sign-out", datetime.now(UTC))
+        print(f"{args.name}: {n} console session(s) ended")
     return 0
