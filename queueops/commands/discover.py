@@ -1,5 +1,8 @@
-"""``queueops discover``: list every queue table on a server, ranked, with its evidence; optionally
-write them as ``[[queues]]`` sections (each under a comment with its evidence)."""
+"""``queueops discover``: list every queue table on a server, ranked, with its evidence, then the near
+misses (queue-like tables no mapping kind can read as they are: the mapping each would need and what
+to add by hand); ``--all`` adds every other table read with why it is not a queue (a side table names
+the queue table it serves). ``--json``: one object per table read. ``--write``: the proposals as
+``[[queues]]`` sections (each under a comment with its evidence)."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Reads the server's catalog and activity statistics (never a queue table's rows), "
                     "matches every table against the library presets (queueops/presets) and judges the rest "
                     "by shape and activity. Prints each queue table found, best first, with the kind it "
-                    "guesses and why.")
+                    "guesses and why, then the near misses (queue-like tables it cannot map by itself) with "
+                    "what each needs by hand; --all adds every other table read and why it is not a queue.")
     add_config_arg(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--target", metavar="NAME", help="a target of the config file")
@@ -27,7 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", default="discovered", metavar="NAME", help="with --url: the target's name (default "
                    "discovered)")
     p.add_argument("--write", metavar="FILE", help="write (or append to) a config with the queues found")
-    p.add_argument("--json", action="store_true", help="one JSON object per queue table found")
+    p.add_argument("--all", action="store_true", help="also list every other table read, one line each: why it is "
+                   "not a queue (a side table: which queue table it serves)")
+    p.add_argument("--json", action="store_true", help="one JSON object per table read (proposed: true / false, "
+                   "near_miss, rejected_because, side_of)")
     p.set_defaults(func=_run)
 
 
@@ -95,6 +102,45 @@ def _write(path: Path, target: Target, base: Path, found: list[discovery.Proposa
     return len(found)
 
 
+def _would_need(p: discovery.Proposal) -> str:
+    """A near miss's mapping as TOML pairs: what it would take, before what is added by hand."""
+    pairs = [f"kind = {discovery.toml_value(p.kind)}" if p.kind else "kind = (none fits yet)"]
+    pairs += [f"{k} = {discovery.toml_value(v)}" for k, v in p.mapping.items() if k not in ("schema", "table")]
+    return ", ".join(pairs)
+
+
+def _print_text(everything: list[discovery.Proposal], target: str, n_tables: int, show_all: bool) -> None:
+    """Proposals first (each with its evidence and what the mapping cannot say), then the near
+    misses (the mapping each would need, what to add by hand), then with --all one line per other
+    table: why it is not a queue."""
+    found = [f for f in everything if f.proposed]
+    near = [f for f in everything if f.near_miss and not f.side_of]
+    rest = [f for f in everything if not f.proposed and f not in near]
+    for i, p in enumerate(found, 1):
+        print(f"{i:3}. {p.table.qualified}  {p.kind}  {p.label}  score {p.score:g}")
+        for e in p.evidence:
+            print(f"       {e}")
+        for a in p.advice:
+            print(f"       check: {a}")
+    if near:
+        print("near misses: queue-like tables discover cannot map by itself (what each needs, added by hand):")
+    for p in near:
+        print(f"  -  {p.table.qualified}  near miss: {p.rejected_because}")
+        for e in p.evidence:
+            print(f"       {e}")
+        print(f"       would need: {_would_need(p)}")
+        for a in p.advice:
+            print(f"       by hand: {a}")
+    if show_all and rest:
+        print("other tables read, not queues:")
+        for p in rest:
+            print(f"  -  {p.table.qualified}: {p.rejected_because}")
+    tail = f"{len(near)} near miss(es)" + (f", {len(rest)} other table(s) not queues" if rest else "")
+    if rest and not show_all:
+        tail += " (--all says why)"
+    print(f"{len(found)} queue table(s) found on target {target!r} ({n_tables} tables read: {tail})")
+
+
 def _run(args: argparse.Namespace) -> int:
     target, base = _target(args)
     try:
@@ -102,17 +148,13 @@ def _run(args: argparse.Namespace) -> int:
             tables = discovery.read_catalog(conn)
     except engine.TargetError as exc:
         return fail(str(exc))
-    found = discovery.discover(tables, target.dialect)
-    for i, p in enumerate(found, 1):
-        if args.json:
-            print_json({"rank": i, "schema": p.table.schema, "table": p.table.name, "kind": p.kind,
-                        "preset": p.preset, "score": p.score, "evidence": p.evidence, "mapping": p.mapping})
-            continue
-        print(f"{i:3}. {p.table.qualified}  {p.kind}  {p.label}  score {p.score:g}")
-        for e in p.evidence:
-            print(f"       {e}")
-    if not args.json:
-        print(f"{len(found)} queue table(s) found on target {target.name!r} ({len(tables)} tables read)")
+    everything = discovery.survey(tables, target.dialect)
+    found = [f for f in everything if f.proposed]
+    if args.json:
+        for i, f in enumerate(everything, 1):
+            print_json(f.as_dict(i))
+    else:
+        _print_text(everything, target.name, len(tables), args.all)
     if args.write:
         n = _write(Path(args.write), target, base, found)
         if not args.json:

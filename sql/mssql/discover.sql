@@ -1,6 +1,7 @@
 -- discover: what 'queueops discover' reads to find queue tables. Catalog and statistics only
 -- (sys.tables, sys.columns, sys.types, sys.indexes, sys.index_columns, sys.foreign_key_columns,
--- sys.dm_db_partition_stats, sys.dm_db_index_operational_stats): never a queue table's rows.
+-- sys.check_constraints, sys.dm_db_partition_stats, sys.dm_db_index_operational_stats): never a
+-- queue table's rows.
 -- Activity is the heap's or clustered index's leaf counters since the last restart: inserts,
 -- updates, deletes (deleted rows first marked as ghosts included) and ghosts.
 -- @block tables
@@ -21,7 +22,7 @@ WHERE t.is_ms_shipped = 0
 ORDER BY s.name, t.name
 -- @block columns
 SELECT s.name AS schema_name, t.name AS table_name, c.name AS column_name, ty.name AS data_type,
-       ty.name AS udt_name, CAST(0 AS bit) AS is_enum, c.is_identity AS is_identity
+       ty.name AS udt_name, CAST(0 AS bit) AS is_enum, c.is_nullable AS is_nullable, c.is_identity AS is_identity
 FROM sys.tables AS t
 JOIN sys.schemas AS s ON s.schema_id = t.schema_id
 JOIN sys.columns AS c ON c.object_id = t.object_id
@@ -30,7 +31,7 @@ WHERE t.is_ms_shipped = 0
 ORDER BY s.name, t.name, c.column_id
 -- @block indexes
 SELECT s.name AS schema_name, t.name AS table_name, i.name AS index_name, i.is_primary_key AS is_primary,
-       i.has_filter AS is_partial, c.name AS column_name, ic.key_ordinal AS key_ordinal
+       i.has_filter AS is_partial, i.is_unique AS is_unique, c.name AS column_name, ic.key_ordinal AS key_ordinal
 FROM sys.tables AS t
 JOIN sys.schemas AS s ON s.schema_id = t.schema_id
 JOIN sys.indexes AS i ON i.object_id = t.object_id AND i.index_id > 0
@@ -52,3 +53,12 @@ WHERE f.constraint_column_id = 1
   AND NOT EXISTS (SELECT 1 FROM sys.foreign_key_columns AS f2
                   WHERE f2.constraint_object_id = f.constraint_object_id AND f2.constraint_column_id = 2)
 ORDER BY s.name, t.name, c.name
+-- @block checks
+-- Column CHECK constraints: a status column's values ([Status] = 'queued' OR [Status] = 'consumed' ...).
+SELECT s.name AS schema_name, t.name AS table_name, c.name AS column_name, k.definition AS definition
+FROM sys.check_constraints AS k
+JOIN sys.tables AS t ON t.object_id = k.parent_object_id
+JOIN sys.schemas AS s ON s.schema_id = t.schema_id
+JOIN sys.columns AS c ON c.object_id = k.parent_object_id AND c.column_id = k.parent_column_id
+WHERE t.is_ms_shipped = 0 AND k.is_disabled = 0
+ORDER BY s.name, t.name, c.name, k.name

@@ -19,6 +19,7 @@ ORDER BY 1, 2
 -- @block columns
 SELECT n.nspname AS schema_name, c.relname AS table_name, a.attname AS column_name,
        format_type(a.atttypid, a.atttypmod) AS data_type, t.typname AS udt_name, t.typtype = 'e' AS is_enum,
+       NOT a.attnotnull AS is_nullable,
        (a.attidentity <> '' OR pg_get_serial_sequence(format('%I.%I', n.nspname, c.relname), a.attname) IS NOT NULL)
            AS is_identity,
        CASE WHEN t.typtype = 'e' THEN (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder)
@@ -32,7 +33,7 @@ WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
 ORDER BY 1, 2, a.attnum
 -- @block indexes
 SELECT n.nspname AS schema_name, c.relname AS table_name, ic.relname AS index_name,
-       i.indisprimary AS is_primary, i.indpred IS NOT NULL AS is_partial,
+       i.indisprimary AS is_primary, i.indpred IS NOT NULL AS is_partial, i.indisunique AS is_unique,
        (SELECT array_agg(a.attname::text ORDER BY k.ord) FROM unnest(i.indkey) WITH ORDINALITY AS k (attnum, ord)
         JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
         WHERE k.ord <= i.indnkeyatts) AS key_columns
@@ -55,3 +56,15 @@ JOIN pg_attribute AS a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
 JOIN pg_attribute AS ra ON ra.attrelid = k.confrelid AND ra.attnum = k.confkey[1]
 WHERE k.contype = 'f' AND cardinality(k.conkey) = 1
 ORDER BY 1, 2, 3
+-- @block checks
+-- One-column CHECK constraints: a text status column's values (status IN ('queued', 'consumed', ...)),
+-- which discover reads as it reads an enum's labels.
+SELECT n.nspname AS schema_name, c.relname AS table_name, a.attname AS column_name,
+       pg_get_constraintdef(k.oid) AS definition
+FROM pg_constraint AS k
+JOIN pg_class AS c ON c.oid = k.conrelid
+JOIN pg_namespace AS n ON n.oid = c.relnamespace
+JOIN pg_attribute AS a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
+WHERE k.contype = 'c' AND cardinality(k.conkey) = 1
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%' ESCAPE '\'
+ORDER BY 1, 2, 3, k.conname

@@ -34,14 +34,25 @@ def test_discover_finds_lab_and_libraries(installed: LibServer, tmp_path: Path) 
     listed = _cli("discover", "--url", installed.url, "--password", "env:QO_TEST_DISCOVER_PW", "--json",
                   password=installed.password)
     assert listed.returncode == 0, listed.stderr
-    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    every = [json.loads(line) for line in listed.stdout.splitlines()]
+    rows = [r for r in every if r["proposed"]]
     got = {(r["schema"], r["table"]): (r["kind"], r["preset"]) for r in rows}
     print("\nDISCOVERED " + json.dumps([[r["rank"], r["schema"], r["table"], r["kind"], r["preset"], r["score"]]
                                          for r in rows]))
+    print("NOT PROPOSED " + json.dumps([[r["schema"], r["table"], r["rejected_because"]] for r in every
+                                        if not r["proposed"]]))
     assert got == EXPECTED, f"found {got}"
     assert all(r["evidence"] for r in rows)
     ranks = [r["rank"] for r in rows if r["preset"]]
     assert ranks == [1, 2, 3], "preset matches rank first"
+    # issue 31: every table read is listed; each one not proposed says why, and a library's own
+    # tables and the lab's side tables name the queue table they serve
+    assert [r["rank"] for r in every] == list(range(1, len(every) + 1)) and len(every) > len(rows)
+    assert all(r["rejected_because"] for r in every if not r["proposed"])
+    side = {(r["schema"], r["table"]): r["side_of"] for r in every if r["side_of"]}
+    assert side[("public", "procrastinate_events")] == "public.procrastinate_jobs"
+    assert side[("lab", "q_status_data")] == "lab.q_status_meta" and side[("lab", "q_ring_seq")] == "lab.q_ring_slot"
+    assert side[("lab", "q_delete_watermark")] == "lab.q_delete"
 
     written = _cli("discover", "--url", installed.url, "--password", "env:QO_TEST_DISCOVER_PW", "--write", str(found),
                    password=installed.password)
