@@ -120,6 +120,8 @@ def queue_fragments(queue: Queue, dialect: str, types: Types | None = None) -> d
     for problem in coltypes.problems(queue, types or {}, dialect):
         for frag in problem.drops:
             frags.pop(frag, None)
+    if "lease" not in frags:
+        frags.pop("free", None)  # the readiness predicates name the lease column too
     return frags
 
 
@@ -135,7 +137,17 @@ def _render_queue(sqlf: sqlfiles.SqlFile, queue: Queue, dialect: str,
     heap = (f"{queue.kind}_heap",) if queue.order == "heap" else ()
     # Times read from a side table (times_from): a block that orders by key rather than by time.
     side = (f"{queue.kind}_side",) if queue.times_from is not None and not queue.enqueued_at else ()
-    for block in (*heap, *side, queue.kind, f"{queue.kind}_basic", "any"):
+    chain: tuple[str, ...] = (*heap, *side, queue.kind, f"{queue.kind}_basic", "any")
+    if queue.follows_readiness and sqlf.has_block(f"{queue.kind}_follow"):
+        # A mapping with readiness fields (runnable_at, max_attempts, lease_ready, ready_flag, ...)
+        # is read by the blocks that follow them, and only by those: when none renders (a column
+        # whose type cannot work dropped {free}), the metric is not collected rather than counted
+        # as if those fields were not there.
+        past = f"{queue.kind}_follow_past"
+        runnable = (f"{queue.kind}_follow_runnable",) if queue.runnable_at else ()
+        chain = ((past,) if queue.lease_ready == "past" and sqlf.has_block(past)
+                 else (*runnable, f"{queue.kind}_follow"))
+    for block in chain:
         if not sqlf.has_block(block):
             continue
         try:

@@ -27,14 +27,19 @@ from queueops.fragments import DEFAULT_SCHEMA
 from queueops.identifiers import quote_table
 
 # Fields that hold a point in time: compared with now() - interval, subtracted from now().
-TIME_FIELDS = ("enqueued_at", "status_changed_at", "lease_column", "due_column")
+TIME_FIELDS = ("enqueued_at", "status_changed_at", "lease_column", "due_column", "runnable_at", "error_at")
 # The collectors each time field feeds, to say what a wrong type costs.
 TIME_FIELD_METRICS = {
     "enqueued_at": ("oldest_age_s",),
     "status_changed_at": ("stuck_leases", "oldest_lease_age_s"),
     "lease_column": ("stuck_leases", "oldest_lease_age_s", "oldest_age_s"),
     "due_column": ("depth", "oldest_age_s"),
+    "runnable_at": ("depth", "oldest_age_s", "stuck_leases"),
+    "error_at": ("depth", "oldest_age_s", "stuck_leases"),
 }
+# Readiness fields (issue 31) whose wrong type drops {free}: every *_follow block then does not
+# apply, so the queue's metrics are not collected instead of counted as if the field were absent.
+_FOLLOW_DROPS = ("runnable_at", "error_at")
 TIMESTAMP_TYPES = "timestamptz, timestamp, datetime, datetime2, datetimeoffset"
 STATUS_VALUE_FIELDS = ("ready_values", "processing_values", "done_values")
 
@@ -79,7 +84,10 @@ def mapped_columns(q: Queue) -> list[tuple[str, str | None, str, str]]:
     """``(field, schema, table, column)`` for every column the queue maps (main, payload, ring, watermark)."""
     out = [(f, q.schema_, q.table, getattr(q, f)) for f in
            ("key", "enqueued_at", "status_column", "status_changed_at", "lease_column", "error_column",
-            "attempts_column", "due_column", "refcount_column") if getattr(q, f)]
+            "attempts_column", "due_column", "refcount_column", "runnable_at", "owner_column", "ready_flag",
+            "error_at") if getattr(q, f)]
+    if q.max_attempts_column:
+        out.append(("max_attempts", q.schema_, q.table, q.max_attempts_column))
     out += [(f"open_when_null[{i}]", q.schema_, q.table, col) for i, col in enumerate(q.open_when_null)]
     if q.sequence_table:
         out += [(f, q.schema_, q.sequence_table, getattr(q, f)) for f in ("push_column", "pop_column")
@@ -192,10 +200,15 @@ def problems(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -
         if ctype is not None and ctype.category != "timestamp":
             costs = ", ".join(TIME_FIELD_METRICS[field])
             frag = {"enqueued_at": "enqueued_at", "status_changed_at": "status_changed_at",
-                    "lease_column": "lease", "due_column": "due"}[field]
+                    "lease_column": "lease", "due_column": "due", **dict.fromkeys(_FOLLOW_DROPS, "free")}[field]
             out.append(TypeProblem(q.name, field, value, f"is {ctype.type_text}, not a timestamp type "
                                    f"({TIMESTAMP_TYPES}): {costs} not collected for this queue",
                                    drops=(frag,), fix=f"map {field} to a timestamp column, or leave it out"))
+    flag = type_of(q, "ready_flag", types, dialect) if q.ready_flag else None
+    if flag is not None and flag.category != "boolean" and flag.type_name.lower() != "bit":
+        out.append(TypeProblem(q.name, "ready_flag", q.ready_flag or "", f"is {flag.type_text}, not a boolean: "
+                               "depth, oldest_age_s and stuck_leases not collected for this queue",
+                               drops=("free",), fix="map ready_flag to the boolean column that must be true"))
     side = type_of(q, "times_from.column", types, dialect) if q.times_from else None
     if q.times_from and side is not None and side.category != "timestamp":
         drops = tuple(f for f, own in (("enqueued_at", q.enqueued_at), ("status_changed_at", q.status_changed_at))

@@ -156,6 +156,21 @@ class Queue(_Model):
     lease_column: Ident | None = None
     error_column: Ident | None = None
     attempts_column: Ident | None = None
+    # What makes an item ready beyond its kind's own column (issue 31; lease kind). Every read
+    # (depth, oldest_age_s, stuck_leases) and requeue follow them; docs/metrics.md, "Readiness".
+    # runnable_at: a run-at / scheduled column: ready only when NULL or <= now() (later: scheduled).
+    runnable_at: Ident | None = None
+    # max_attempts: a number, or the column holding each item's limit: attempts >= it is exhausted.
+    max_attempts: Annotated[int, Field(gt=0, le=MAX_ROWS)] | Ident | None = None
+    # lease_ready: "null": a free item's lease is NULL; "past": the lease column holds a lock-until
+    # time and the library takes an item whose lock is NULL or has passed (lock < now()).
+    lease_ready: Literal["null", "past"] = "null"
+    # owner_column: who holds the lease (locked_by): cleared by requeue.
+    owner_column: Ident | None = None
+    # ready_flag: a boolean column that must be true for the item to be taken (visible).
+    ready_flag: Ident | None = None
+    # error_at: when error_column was written; an item leased after its error is running again.
+    error_at: Ident | None = None
     # due kind
     due_column: Ident | None = None
     # ring kind
@@ -210,6 +225,9 @@ class Queue(_Model):
                                  "item cannot also be one the statements read)")
             if len(set(self.open_when_null)) != len(self.open_when_null):
                 raise ValueError("open_when_null names a column twice")
+        problem = _readiness_problem(self)
+        if problem:
+            raise ValueError(problem)
         if self.data_table and not self.data_key:
             raise ValueError(f"data_table {self.data_table!r} needs data_key: the payload table's column that "
                              "holds the queue's key (archive deletes payload rows only through it)")
@@ -217,6 +235,42 @@ class Queue(_Model):
 
     def threshold(self, metric: str) -> Threshold | None:
         return self.thresholds.get(metric) or DEFAULT_THRESHOLDS.get(metric)
+
+    @property
+    def max_attempts_column(self) -> str | None:
+        """``max_attempts`` when it names a column (graphile-worker's per-job max_attempts)."""
+        return self.max_attempts if isinstance(self.max_attempts, str) else None
+
+    @property
+    def follows_readiness(self) -> bool:
+        """Whether any readiness field beyond the kind's own column is mapped (the *_follow blocks)."""
+        return bool(self.runnable_at or self.max_attempts is not None or self.lease_ready != "null"
+                    or self.ready_flag or self.owner_column or self.error_at)
+
+
+READINESS_FIELDS = ("runnable_at", "max_attempts", "lease_ready", "owner_column", "ready_flag", "error_at")
+
+
+def _readiness_problem(q: Queue) -> str:
+    """Why the readiness fields (issue 31) cannot apply to ``q`` ('' when they can)."""
+    used = [f for f in READINESS_FIELDS if getattr(q, f) not in (None, "null")]
+    if used and q.kind != "lease":
+        return (f"{', '.join(used)}: honoured on lease queues only for now ({q.kind!r} queue); on a "
+                f"{q.kind} queue they would be ignored by every count, so they are refused")
+    if q.max_attempts is not None and not q.attempts_column:
+        return "max_attempts needs attempts_column (the column counting each item's attempts)"
+    if q.error_at and not q.error_column:
+        return "error_at needs error_column (error_at is when that error was written)"
+    cols = {"key": q.key, "lease_column": q.lease_column, "enqueued_at": q.enqueued_at,
+            "error_column": q.error_column, "attempts_column": q.attempts_column}
+    for fld in ("runnable_at", "owner_column", "ready_flag", "error_at"):
+        value = getattr(q, fld)
+        clash = [role for role, col in cols.items() if value and col == value]
+        if clash:
+            return f"{fld} {value!r} is also {clash[0]}: each readiness column must be a column of its own"
+    if q.max_attempts_column and q.max_attempts_column == q.attempts_column:
+        return "max_attempts names attempts_column itself: every item would be exhausted"
+    return ""
 
 
 class Store(_Model):
@@ -450,6 +504,15 @@ def _cross_checks(cfg: Config) -> list[Problem]:
             problem = identifier_problem(value, target.dialect)
             if problem:
                 problems.append(Problem(f"{where}.{fld}", value, f"not a safe identifier: {problem}"))
+        if target.dialect == "mssql":
+            # The readiness fields are collected and acted on by PostgreSQL statements only so far:
+            # on SQL Server every count would ignore them, so they are refused, not ignored.
+            for fld in READINESS_FIELDS:
+                value = getattr(q, fld)
+                if value not in (None, "null"):
+                    problems.append(Problem(f"{where}.{fld}", value, "not supported on SQL Server targets yet: "
+                                            "depth, oldest_age_s, stuck_leases and requeue would ignore it "
+                                            "(PostgreSQL only; docs/metrics.md, Readiness)"))
     pnames = [p.key for p in cfg.autopilot]
     for i, p in enumerate(cfg.autopilot):
         if p.queue not in qnames:
@@ -502,7 +565,10 @@ def _identifier_fields(q: Queue) -> list[tuple[str, str]]:
     out = [(f, getattr(q, f)) for f in (
         "schema_", "table", "key", "enqueued_at", "status_column", "status_changed_at", "data_table",
         "data_key", "lease_column", "error_column", "attempts_column", "due_column", "sequence_table",
-        "push_column", "pop_column", "refcount_column") if getattr(q, f)]
+        "push_column", "pop_column", "refcount_column", "runnable_at", "owner_column", "ready_flag",
+        "error_at") if getattr(q, f)]
+    if q.max_attempts_column:
+        out.append(("max_attempts", q.max_attempts_column))
     out += [(f"open_when_null[{i}]", col) for i, col in enumerate(q.open_when_null)]
     if q.watermark:
         out += [(f"watermark.{f}", getattr(q.watermark, f)) for f in ("schema_", "table", "column")

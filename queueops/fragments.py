@@ -23,6 +23,10 @@ _COLUMNS = {
     "push": "push_column",
     "pop": "pop_column",
     "refcount": "refcount_column",
+    "runnable": "runnable_at",
+    "owner": "owner_column",
+    "flag": "ready_flag",
+    "error_at": "error_at",
 }
 
 
@@ -72,7 +76,44 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
         wm = queue.watermark
         frags["wm_table"] = quote_table(wm.schema_ or schema, wm.table, dialect)
         frags["wm_column"] = quote_ident(wm.column, dialect)
+    frags.update(readiness_fragments(queue, dialect))
     return frags
+
+
+def readiness_fragments(queue: Queue, dialect: str) -> dict[str, str]:
+    """The predicates of a lease queue that maps readiness fields (issue 31), for the ``*_follow``
+    blocks; none for any other queue, so those blocks do not apply to it.
+
+    ``{free}``       an item no consumer holds and the library may take (lease_ready, ready_flag);
+                     a scheduled (runnable_at) or exhausted item is told apart by the blocks
+    ``{exhausted}``  its attempts reached max_attempts (never NULL: a NULL count or limit is not)
+    ``{failed}``     its error column marks it failed: set, and not older than its lease when
+                     error_at says when it was written (a lease newer than the error: running again)
+    ``{release_set}``  requeue's SET list: every column that decides readiness made ready
+    """
+    if queue.kind != "lease" or not queue.lease_column or not queue.follows_readiness or dialect != "postgresql":
+        return {}
+    q = lambda col: quote_ident(col, dialect)  # noqa: E731
+    lease = q(queue.lease_column)
+    free = f"{lease} IS NULL" if queue.lease_ready == "null" else f"({lease} IS NULL OR {lease} <= now())"
+    if queue.ready_flag:
+        free += f" AND {q(queue.ready_flag)}"
+    out = {"free": free, "exhausted": "false", "failed": "false"}
+    if queue.max_attempts is not None and queue.attempts_column:
+        limit = q(queue.max_attempts) if isinstance(queue.max_attempts, str) else str(int(queue.max_attempts))
+        out["max_attempts"] = limit
+        out["exhausted"] = f"coalesce({q(queue.attempts_column)} >= {limit}, false)"
+    if queue.error_column:
+        error = q(queue.error_column)
+        out["failed"] = (f"({error} IS NOT NULL AND ({q(queue.error_at)} IS NULL OR {lease} <= {q(queue.error_at)}))"
+                         if queue.error_at else f"({error} IS NOT NULL)")
+    release = [f"{lease} = NULL" if queue.lease_ready == "null" else f"{lease} = now()"]
+    if queue.owner_column:
+        release.append(f"{q(queue.owner_column)} = NULL")
+    if queue.ready_flag:
+        release.append(f"{q(queue.ready_flag)} = true")
+    out["release_set"] = ", ".join(release)
+    return out
 
 
 def side_time_fragments(queue: Queue, dialect: str) -> dict[str, str]:

@@ -173,3 +173,76 @@ SELECT :queue AS queue, v.metric, v.value, 'exact' AS note
 FROM {seq_table} AS s
 CROSS JOIN LATERAL (VALUES ('depth', greatest(s.{push} - s.{pop}, 0)::float8),
                            ('rows_total', greatest(s.{push} - s.{pop}, 0)::float8)) AS v (metric, value)
+-- @block lease_follow
+-- A lease queue whose mapping says more about readiness (issue 31): {free} is an item no consumer
+-- holds that the library may take (lease_ready "past": a lock in the past is free; ready_flag: the
+-- flag must be true). At most :cap free items are read in key order (the primary key serves it,
+-- and reads past the held ones, at most the items in flight); among them, those whose attempts
+-- reached max_attempts ({exhausted}) are count_exhausted, the others depth. Reading :cap free
+-- items means the figures are lower bounds ('at least').
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM queueops_q AS c
+CROSS JOIN LATERAL (
+    SELECT r.ready, r.exhausted, r.seen,
+           CASE WHEN c.n_live_tup >= :skip_above THEN NULL
+                ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
+    FROM (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready, count(*) FILTER (WHERE l.exhausted) AS exhausted,
+                 count(*) AS seen
+          FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {free}{open_and} ORDER BY {key} LIMIT :cap) AS l) AS r
+    OFFSET 0) AS n
+CROSS JOIN LATERAL (VALUES
+    ('depth', n.ready::float8, CASE WHEN n.seen < :cap THEN 'exact' ELSE 'at least (cap of free items read)' END),
+    ('count_exhausted', n.exhausted::float8,
+     CASE WHEN n.seen < :cap THEN 'exact (free items at max_attempts)' ELSE 'at least (cap of free items read)' END),
+    ('count_leased', CASE WHEN n.seen < :cap AND n.total < :cap THEN n.total - n.seen END::float8,
+     CASE WHEN n.seen < :cap AND n.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
+    ('rows_total', CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
+                        ELSE greatest(n.total, c.reltuples) END::float8,
+     CASE WHEN n.total < :cap THEN 'exact'
+          WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+          WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END)
+) AS v (metric, value, note)
+WHERE c.queue = :queue
+-- @block lease_follow_runnable
+-- With runnable_at: a free item is ready when runnable_at is NULL or has passed, scheduled when it
+-- is still ahead. Three reads of at most :cap free items each, in runnable_at order, so that an
+-- index that leads with runnable_at (best partial on the free items, e.g.
+-- CREATE INDEX ON jobs (run_at) WHERE locked_at IS NULL) seeks each range and stops: 30,000 jobs
+-- scheduled ahead cost the ready count nothing, and their own count stops at the cap. NULLs sort
+-- last in that index; IS NULL is an index condition too. Among the ready reads, {exhausted}
+-- items (attempts at max_attempts) are count_exhausted, not depth.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM queueops_q AS c
+CROSS JOIN LATERAL (
+    SELECT d.ready + z.ready AS ready, d.exhausted + z.exhausted AS exhausted, d.seen < :cap AND z.seen < :cap AS exact,
+           d.seen + z.seen AS seen,
+           (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {free} AND {runnable} > now(){open_and}
+                                  ORDER BY {runnable} LIMIT :cap) AS l) AS scheduled,
+           CASE WHEN c.n_live_tup >= :skip_above THEN NULL
+                ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
+    FROM (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready, count(*) FILTER (WHERE l.exhausted) AS exhausted,
+                 count(*) AS seen
+          FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {free} AND {runnable} <= now(){open_and}
+                ORDER BY {runnable} LIMIT :cap) AS l) AS d,
+         (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready, count(*) FILTER (WHERE l.exhausted) AS exhausted,
+                 count(*) AS seen
+          FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {free} AND {runnable} IS NULL{open_and}
+                ORDER BY {runnable} LIMIT :cap) AS l) AS z
+    OFFSET 0) AS n
+CROSS JOIN LATERAL (VALUES
+    ('depth', n.ready::float8, CASE WHEN n.exact THEN 'exact' ELSE 'at least (cap of runnable items read)' END),
+    ('count_exhausted', n.exhausted::float8,
+     CASE WHEN n.exact THEN 'exact (runnable free items at max_attempts)' ELSE 'at least (cap of runnable items read)' END),
+    ('count_scheduled', n.scheduled::float8, CASE WHEN n.scheduled < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_leased', CASE WHEN n.exact AND n.scheduled < :cap AND n.total < :cap
+                          THEN n.total - n.seen - n.scheduled END::float8,
+     CASE WHEN n.exact AND n.scheduled < :cap AND n.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
+    ('rows_total', CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
+                        ELSE greatest(n.total, c.reltuples) END::float8,
+     CASE WHEN n.total < :cap THEN 'exact'
+          WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+          WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END)
+) AS v (metric, value, note)
+WHERE c.queue = :queue

@@ -46,3 +46,31 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
                                              WHERE r.{key} = (s.{pop} % {capacity}) AND r.{refcount} > 0
                                                AND s.{push} > s.{pop})), 0)::float8 AS value,
        '' AS note
+-- @block lease_follow
+-- A lease queue whose mapping says more about readiness (issue 31; {free}: see depth.sql): the
+-- oldest free item that is not exhausted. Reads at most :cap free items in enqueue-time order
+-- (an index on (enqueued_at, key), partial on the free items, serves it) and takes the first one
+-- not at max_attempts, so exhausted items never make the age grow for ever.
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(l.enq) FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted FROM {table}
+                                   WHERE {free}{open_and} ORDER BY {enqueued_at}, {key} LIMIT :cap) AS l
+           WHERE NOT l.exhausted)), 0)::float8 AS value,
+       'oldest free item below max_attempts (of the first cap by enqueue time)' AS note
+-- @block lease_follow_runnable
+-- With runnable_at the age is counted from when the item became runnable, greatest(enqueued_at,
+-- runnable_at): a job scheduled for 10:00 has not waited at 09:59, and has waited 5 minutes at
+-- 10:05. Read in runnable_at order through an index that leads with it (see depth.sql), at most
+-- :cap items for each of the two ready ranges (runnable_at passed, runnable_at NULL); a scheduled
+-- item is never read.
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       greatest(coalesce(extract(epoch FROM now() - least(
+           (SELECT min(greatest(l.enq, l.run)) FROM (SELECT {enqueued_at} AS enq, {runnable} AS run, {exhausted} AS exhausted
+                                                     FROM {table} WHERE {free} AND {runnable} <= now(){open_and}
+                                                     ORDER BY {runnable} LIMIT :cap) AS l
+            WHERE NOT l.exhausted),
+           (SELECT min(l.enq) FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted
+                                    FROM {table} WHERE {free} AND {runnable} IS NULL{open_and}
+                                    ORDER BY {runnable} LIMIT :cap) AS l
+            WHERE NOT l.exhausted))), 0), 0)::float8 AS value,
+       'since runnable: greatest(enqueued_at, runnable_at) of the ready items below max_attempts' AS note

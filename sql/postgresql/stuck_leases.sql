@@ -117,3 +117,63 @@ CROSS JOIN LATERAL (VALUES
           WHEN ix.is_view THEN 'a view: index the status column of its base table'
           ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I, %I)', :qualified_table::text, :status_name::text, :key_name::text) END)
 ) AS v (metric, value, note)
+-- @block lease_follow
+-- A lease queue whose mapping says more about readiness (issue 31). A held item is stuck when
+-- its lease is older than the timeout, it has not failed ({failed}: its error is set and, with
+-- error_at, not older than its lease: a job retried after a failure keeps its last error while
+-- leased again, and is running, so stuck when its lease is old), and it is not exhausted (at
+-- max_attempts: released, the library would never take it). Same index and bound as block lease.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN ix.indexed OR ix.small THEN
+                (SELECT count(*) FILTER (WHERE l.lease < now() - make_interval(secs => :lease_timeout_s))
+                 FROM (SELECT {lease} AS lease FROM {table}
+                       WHERE {lease} IS NOT NULL AND NOT {failed} AND NOT {exhausted}{open_and}
+                       ORDER BY {lease} LIMIT :cap) AS l) END AS n,
+           CASE WHEN ix.indexed OR ix.small THEN
+                (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL AND NOT {failed} AND NOT {exhausted}{open_and}
+                 ORDER BY {lease} LIMIT 1) END AS oldest
+    OFFSET 0
+) AS s
+CROSS JOIN LATERAL (VALUES
+    ('stuck_leases', s.n::float8,
+     CASE WHEN s.n IS NULL THEN 'not counted: no index on the lease column (see missing_index)'
+          WHEN s.n >= :cap THEN 'at least (cap reached)'
+          WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no lease index)' END),
+    ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
+                                THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,
+     CASE WHEN s.oldest IS NULL THEN 'no leased item (failed and exhausted items excluded)' ELSE 'exact' END),
+    ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
+     CASE WHEN ix.indexed THEN ''
+          WHEN ix.is_view THEN 'a view: index the lease column of its base table'
+          ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I) WHERE %I IS NOT NULL',
+                      :qualified_table::text, :lease_name::text, :lease_name::text) END)
+) AS v (metric, value, note)
+-- @block lease_follow_past
+-- lease_ready = "past": the lease column is a lock-until time and the library takes an item whose
+-- lock has passed by itself, so an expired lock is not stuck (depth counts it as ready). What can
+-- still hold an item longer than the timeout is a lock set further ahead than lease_timeout_s: that
+-- is what stuck_leases counts (and requeue releases), read from the far end of the lease index.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN ix.indexed OR ix.small THEN
+                (SELECT count(*) FROM (SELECT 1 FROM {table}
+                                       WHERE {lease} > now() + make_interval(secs => :lease_timeout_s)
+                                         AND NOT {failed} AND NOT {exhausted}{open_and}
+                                       ORDER BY {lease} DESC LIMIT :cap) AS l) END AS n
+    OFFSET 0
+) AS s
+CROSS JOIN LATERAL (VALUES
+    ('stuck_leases', s.n::float8,
+     CASE WHEN s.n IS NULL THEN 'not counted: no index on the lease column (see missing_index)'
+          WHEN s.n >= :cap THEN 'at least (cap reached)'
+          ELSE 'locks further ahead than lease_timeout_s (lease_ready = past: the library takes an expired lock again itself)'
+     END),
+    ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
+     CASE WHEN ix.indexed THEN ''
+          WHEN ix.is_view THEN 'a view: index the lease column of its base table'
+          ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I) WHERE %I IS NOT NULL',
+                      :qualified_table::text, :lease_name::text, :lease_name::text) END)
+) AS v (metric, value, note)
