@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueops import coltypes, engine, indexadvice, presets, privileges, secrets, sqlfiles
+from queueops import coltypes, engine, indexadvice, presets, privileges, readiness, secrets, sqlfiles
 from queueops.config import Config, Queue, Target
 
 # The frequent (fast) statements that read the queue table itself.
@@ -107,6 +107,37 @@ def coverage(q: Queue) -> list[Finding]:
         out.append(Finding("warning", q.name, "error_column", "", "no error column: an item that failed and kept "
                            "its lease counts as a stuck lease", "map error_column if failed items stay leased"))
     return out
+
+
+def _requeue_offer(conn: engine.Connection, q: Queue, report: LiveReport) -> list[Finding]:
+    """Whether ``act requeue`` can be offered on ``q`` (a details line), and the findings behind a
+    no: what decides readiness that the mapping does not describe (:mod:`queueops.readiness`)."""
+    # The refusals of queueops.actions.requeue.check that need no database (livecheck may not
+    # import the actions layer): a preset's word, a kind without leases, no status-change time.
+    rule, why = presets.get(q.preset).action_rule("requeue") if q.preset else ("allow", "")
+    if rule == "refuse" or q.kind not in ("lease", "status") or (q.kind == "status" and not q.status_changed_at):
+        why = (f"preset {q.preset!r}: {why}" if rule == "refuse"
+               else f"a {q.kind} queue has no lease to release" if q.kind not in ("lease", "status")
+               else "no status_changed_at column on the row")
+        report.details.append(f"  queue {q.name!r}: requeue not offered: {why}")
+        return []
+    verdict = readiness.requeue_verdict(q, readiness.read(conn.execute, q, conn.dialect))
+    out = [Finding("warning", q.name, fld, value, reason, fix) for fld, value, reason, fix in verdict.warnings]
+    if verdict.refusal:
+        report.details.append(f"  queue {q.name!r}: requeue not offered: {verdict.refusal}")
+        out.append(Finding("warning", q.name, verdict.field, verdict.value,
+                           f"requeue cannot be offered: {verdict.refusal}", verdict.fix))
+    else:
+        sets = readiness_release(q, conn.dialect)
+        report.details.append(f"  queue {q.name!r}: requeue can be offered" + (f" (it sets {sets})" if sets else ""))
+    return out
+
+
+def readiness_release(q: Queue, dialect: str) -> str:
+    """What requeue writes on ``q`` when its mapping follows readiness ('' for the plain release)."""
+    from queueops.fragments import readiness_fragments
+
+    return readiness_fragments(q, dialect).get("release_set", "")
 
 
 def _describe(q: Queue, types: dict[tuple[str, str], coltypes.ColumnType], dialect: str) -> str:
@@ -315,6 +346,7 @@ def report_live(cfg: Config) -> LiveReport:
                 report.findings += [Finding(p.severity, q.name, p.field, p.value, p.message, p.fix)
                                     for p in problems]
                 report.findings += coverage(q)
+                report.findings += _requeue_offer(conn, q, report)
                 if q.kind != "ring" and not problems:
                     seeks = (_pg_seeks(conn, target, q, types) if target.dialect == "postgresql"
                              else _mssql_seeks(conn, q, types))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from queueops import coltypes
+from queueops import coltypes, readiness
 from queueops.actions.batches import run_batches
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import batch_count
@@ -70,24 +70,53 @@ def _values(queue: Queue, cutoff: Any, dialect: str) -> dict[str, Any]:
             "ready_value": queue.ready_values[0]}
 
 
+def _follow(queue: Queue, frags: dict[str, str], bump: bool) -> tuple[str, dict[str, str]]:
+    """The block suffix and fragments for a lease queue that maps readiness fields (issue 31):
+    ``{live}`` keeps exhausted items out (with --bump-attempts, also those the bump would exhaust),
+    ``{bump_set}`` adds the attempt. ('', frags) for any other queue: the blocks of before."""
+    if not (queue.kind == "lease" and "release_set" in frags):
+        return "", frags
+    live = "true"
+    if "max_attempts" in frags and queue.attempts_column:
+        attempts = frags["attempts"]
+        live = f"NOT coalesce({attempts}{' + 1' if bump else ''} >= {frags['max_attempts']}, false)"
+    bump_set = f", {frags['attempts']} = t.{frags['attempts']} + 1" if bump else ""
+    return ("_follow_past" if queue.lease_ready == "past" else "_follow"), {**frags, "live": live, "bump_set": bump_set}
+
+
 def plan(ctx: PlanContext) -> Plan:
     q, opts = ctx.queue, ctx.options
     check(q, opts)
+    verdict = readiness.requeue_verdict(q, readiness.read(ctx.session.run, q, ctx.dialect))
+    if verdict.refusal:
+        raise NotOffered(f"requeue is refused on queue {q.name!r}: {verdict.refusal}; fix: {verdict.fix}")
     timeout = opts.lease_timeout_s or q.lease_timeout_s
-    cutoff = ctx.cutoff(timeout)
-    sqlf, frags, kind = ctx.sql("requeue"), ctx.frags(), q.kind
+    follow, frags = _follow(q, ctx.frags(), opts.bump_attempts)
+    # lease_ready = "past": what is held too long is a lock further ahead than the timeout.
+    cutoff = ctx.cutoff(-timeout if follow == "_follow_past" else timeout)
+    sqlf, kind = ctx.sql("requeue"), q.kind
     values = _values(q, cutoff, ctx.dialect)
     limit = opts.max_items or LIMIT_ALL
-    # Lease items whose error is set failed: never released (blocks *_unfailed).
-    unfailed = "_unfailed" if kind == "lease" and q.error_column else ""
-    count = int(ctx.session.run(sqlf.render(f"count_{kind}{unfailed}", frags, {**values, "limit_n": limit}))[0]["n"])
-    sample = ctx.session.run(sqlf.render(f"sample_{kind}{unfailed}", frags, {**values, "sample_n": SAMPLE_ROWS}))
-    block = (f"batch_{kind}_attempts" if opts.bump_attempts else f"batch_{kind}") + unfailed
+    # Lease items whose error is set failed: never released (blocks *_unfailed; *_follow say it
+    # with {failed}, which error_at refines).
+    unfailed = "_unfailed" if kind == "lease" and q.error_column and not follow else ""
+    count = int(ctx.session.run(sqlf.render(f"count_{kind}{follow}{unfailed}", frags,
+                                            {**values, "limit_n": limit}))[0]["n"])
+    sample = ctx.session.run(sqlf.render(f"sample_{kind}{follow}{unfailed}", frags,
+                                         {**values, "sample_n": SAMPLE_ROWS}))
+    if follow:
+        block = f"batch_{kind}{follow}"
+    else:
+        block = (f"batch_{kind}_attempts" if opts.bump_attempts else f"batch_{kind}") + unfailed
     batch_stmt = sqlf.render(block, frags, {**values, "batch_n": opts.batch_size})
     what = "lease(s)" if kind == "lease" else "processing item(s)"
     batches = batch_count(count, opts.batch_size)
     warnings = []
-    if count == 0:
+    warnings += [f"{fld} = {value!r}: {reason}; fix: {fix}" for fld, value, reason, fix in verdict.warnings]
+    if count == 0 and follow == "_follow_past":
+        warnings.append(f"nothing to requeue: no lock further ahead than {timeout:g} s (lease_ready = \"past\": "
+                        "a lock that has passed is ready, and the library takes it again itself)")
+    elif count == 0:
         warnings.append(f"nothing to requeue: no {what} older than {timeout:g} s")
     else:
         warnings.append("a consumer still working on an expired lease loses it: its finishing statement must "
@@ -98,7 +127,10 @@ def plan(ctx: PlanContext) -> Plan:
     if q.watermark:
         warnings.append("this queue has a watermark: released items with keys below it stay stranded until "
                         "watermark-reset")
-    summary = (f"release {count} {what} of queue {q.name!r} older than {timeout:g} s (cutoff {cutoff}) "
+    held = (f"locked further ahead than {timeout:g} s" if follow == "_follow_past"
+            else f"older than {timeout:g} s")
+    sets = f" (setting {frags['release_set']})" if follow else ""
+    summary = (f"release {count} {what} of queue {q.name!r}{sets} {held} (cutoff {cutoff}) "
                f"in {batches} batch(es) of at most {opts.batch_size}"
                + (f", capped at {opts.max_items}" if opts.max_items else "")
                + (", adding 1 to attempts" if opts.bump_attempts else ""))
@@ -109,14 +141,15 @@ def plan(ctx: PlanContext) -> Plan:
         details={"cutoff": cutoff, "lease_timeout_s": timeout, "batches": batches, "batch_size": opts.batch_size,
                  "max_items": opts.max_items, "bump_attempts": opts.bump_attempts, "kind": kind},
     )
-    return Plan("requeue", q, ctx.target, opts, preview, observed={"cutoff": cutoff, "count": count, "block": block})
+    return Plan("requeue", q, ctx.target, opts, preview,
+                observed={"cutoff": cutoff, "count": count, "block": block, "follow": follow})
 
 
 def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     opts: RequeueOptions = plan.options  # type: ignore[assignment]
     q = plan.queue
     sqlf = runner.sql("requeue")
-    frags = fragments_for(q, runner.dialect)
+    follow, frags = _follow(q, fragments_for(q, runner.dialect), opts.bump_attempts)
     values = _values(q, plan.observed["cutoff"], runner.dialect)
 
     def batch(n: int) -> list[Any]:
@@ -130,8 +163,9 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
         runner.note(f"the preview counted {confirmed} item(s), {runner.rows} were released: {confirmed - runner.rows} "
                     "no longer qualified (renewed, finished or re-leased since the preview) or were held by other "
                     "sessions (skipped)")
-    unfailed = "_unfailed" if q.kind == "lease" and q.error_column else ""
-    left = int(runner.execute(sqlf.render(f"count_{q.kind}{unfailed}", frags, {**values, "limit_n": LIMIT_ALL}))[0]["n"])
+    unfailed = "_unfailed" if q.kind == "lease" and q.error_column and not follow else ""
+    left = int(runner.execute(sqlf.render(f"count_{q.kind}{follow}{unfailed}", frags,
+                                          {**values, "limit_n": LIMIT_ALL}))[0]["n"])
     if left:
         summaries.append({"left": left, "note": "still older than the cutoff, not released: held by other sessions "
                                                 "(skipped, never waited for), beyond --max-items, or entered the set "

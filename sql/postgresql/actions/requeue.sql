@@ -96,3 +96,50 @@ FROM picked
 WHERE t.{key} = picked.item AND t.{status_changed_at} = picked.observed
   AND t.{status} IN (:processing_values)
 RETURNING t.{key} AS item, picked.observed AS observed
+-- Lease queues whose mapping says more about readiness (issue 31): the *_follow blocks. They
+-- write every column that decides readiness ({release_set}: the lease NULL, or now() when
+-- lease_ready = "past" and the library takes a lock that has passed; owner_column NULL; ready_flag
+-- true), so a released item is one the mapping itself counts as ready and the library takes. Never
+-- released: a failed item ({failed}: its error set and, with error_at, not older than its lease) and
+-- an exhausted one ({live} is false: attempts at max_attempts, or one short of it with
+-- --bump-attempts), which the library would never take again. {bump_set} adds the attempt.
+-- @block count_lease_follow
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM {table} WHERE {lease} < :cutoff AND NOT {failed} AND {live}{open_and} LIMIT :limit_n) AS s
+-- @block sample_lease_follow
+SELECT {key} AS item, {lease} AS observed,
+       round(extract(epoch FROM (now() - {lease}))::numeric, 1)::float8 AS lease_age_s
+FROM {table} WHERE {lease} < :cutoff AND NOT {failed} AND {live}{open_and}
+ORDER BY {lease}, {key} LIMIT :sample_n
+-- @block batch_lease_follow
+WITH picked AS (
+    SELECT {key} AS item, {lease} AS observed FROM {table}
+    WHERE {lease} < :cutoff AND NOT {failed} AND {live}{open_and}
+    ORDER BY {lease}, {key} LIMIT :batch_n
+    FOR UPDATE SKIP LOCKED)
+UPDATE {table} AS t SET {release_set}{bump_set}
+FROM picked
+WHERE t.{key} = picked.item AND t.{lease} = picked.observed
+RETURNING t.{key} AS item, picked.observed AS observed
+-- lease_ready = "past": the lease is a lock-until time; a lock that has passed is already ready (the
+-- library takes it again), so what requeue releases is a lock set further ahead than the timeout:
+-- :cutoff is the database clock PLUS lease_timeout_s. The lock is set to now(), which the library's
+-- own dequeue (lock < now() in any later transaction) takes.
+-- @block count_lease_follow_past
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM {table} WHERE {lease} > :cutoff AND NOT {failed} AND {live}{open_and} LIMIT :limit_n) AS s
+-- @block sample_lease_follow_past
+SELECT {key} AS item, {lease} AS observed,
+       round(extract(epoch FROM ({lease} - now()))::numeric, 1)::float8 AS lock_ahead_s
+FROM {table} WHERE {lease} > :cutoff AND NOT {failed} AND {live}{open_and}
+ORDER BY {lease} DESC, {key} LIMIT :sample_n
+-- @block batch_lease_follow_past
+WITH picked AS (
+    SELECT {key} AS item, {lease} AS observed FROM {table}
+    WHERE {lease} > :cutoff AND NOT {failed} AND {live}{open_and}
+    ORDER BY {lease} DESC, {key} LIMIT :batch_n
+    FOR UPDATE SKIP LOCKED)
+UPDATE {table} AS t SET {release_set}{bump_set}
+FROM picked
+WHERE t.{key} = picked.item AND t.{lease} = picked.observed
+RETURNING t.{key} AS item, picked.observed AS observed

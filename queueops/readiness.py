@@ -1,0 +1,87 @@
+"""Whether requeue can release a queue's items into a state its library takes (issue 31).
+
+Requeue writes only what the mapping counts as ready (``fragments.readiness_fragments``). What the
+mapping cannot describe refuses it, naming the column: a lock on a side table the queue references
+(a library that serialises named queues: the job released, its queue still locked, no worker takes
+it), or a lease column that cannot be set NULL while ``lease_ready`` says a free item's lease is
+NULL (the release would fail). A lease column whose name or comment reads like a lock-until time
+while ``lease_ready`` is ``"null"`` is a warning: the library may take ``lock < now()``, and a NULL
+lock never satisfies that.
+
+Read by ``requeue``'s preview (refused before anything is counted) and by ``config check --live``
+(says per queue whether requeue can be offered, and why not). Catalog reads only, names bound as
+values: ``sql/postgresql/catalog_readiness.sql``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from queueops import sqlfiles
+from queueops.config import Queue
+from queueops.fragments import qualified_name
+
+# A lease column named or described like this holds when the lock ends, not when it began.
+LOCK_UNTIL = re.compile(r"until|expir|visible|invisible|(^|_)vt($|_)|timeout|deadline", re.I)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the catalog says about a queue table beyond its mapped columns."""
+
+    not_null: frozenset[str] = frozenset()
+    comments: dict[str, str] = field(default_factory=dict)
+    side_locks: tuple[tuple[str, str, str], ...] = ()  # (side table, its lock column, our FK columns)
+
+
+def read(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], q: Queue, dialect: str) -> Facts:
+    """The facts for ``q`` through any statement runner (an action's session, a check connection)."""
+    if dialect != "postgresql":
+        return Facts()  # the readiness fields are refused on SQL Server targets (config check)
+    sqlf = sqlfiles.load(dialect, "catalog_readiness")
+    values = {"qualified_table": qualified_name(q, dialect)}
+    cols = run(sqlf.render("columns", {}, values))
+    locks = run(sqlf.render("side_locks", {}, values))
+    return Facts(frozenset(r["column_name"] for r in cols if r["not_null"]),
+                 {r["column_name"]: r["comment"] for r in cols if r["comment"]},
+                 tuple((r["side_table"], r["side_column"], r["via"]) for r in locks))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    refusal: str = ""  # why requeue cannot be offered ('' when it can)
+    field: str = ""
+    value: str = ""
+    fix: str = ""
+    warnings: tuple[tuple[str, str, str, str], ...] = ()  # (field, value, reason, fix)
+
+
+def requeue_verdict(q: Queue, facts: Facts) -> Verdict:
+    """Whether requeue may release ``q``'s items (lease kind), and the warnings that go with it."""
+    if q.kind != "lease" or not q.lease_column:
+        return Verdict()
+    warnings = []
+    lease = q.lease_column
+    comment = facts.comments.get(lease, "")
+    if q.lease_ready == "null" and (LOCK_UNTIL.search(lease) or LOCK_UNTIL.search(comment)):
+        said = f"its comment says {comment!r}" if LOCK_UNTIL.search(comment) else "its name"
+        warnings.append(("lease_column", lease, f"{said} suggests a lock-until time (the library takes an item "
+                         "whose lock has passed), while lease_ready = \"null\" counts only a NULL lease as ready "
+                         "and requeue would write NULL, which such a library never takes",
+                         "set lease_ready = \"past\" if the library dequeues lock < now()"))
+    if facts.side_locks:
+        table, column, via = facts.side_locks[0]
+        return Verdict(f"readiness also depends on {table}.{column} (the queue table references {table} "
+                       f"through {via}): a library that serialises named queues holds that side row while a job "
+                       "runs, and requeue cannot release it, so a released job would still not be taken",
+                       "lease_column", lease, f"release {table}.{column} with the library's own tooling",
+                       tuple(warnings))
+    if q.lease_ready == "null" and lease in facts.not_null:
+        return Verdict(f"the lease column {lease!r} is NOT NULL, while lease_ready = \"null\" makes requeue set "
+                       "it NULL: the release would fail", "lease_column", lease,
+                       "set lease_ready = \"past\" if a lock that has passed is free, or map the right column",
+                       tuple(warnings))
+    return Verdict(warnings=tuple(warnings))

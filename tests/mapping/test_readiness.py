@@ -1,0 +1,404 @@
+"""Mappings that follow the table (issue 31): runnable_at, max_attempts, lease_ready, ready_flag,
+owner_column, error_at. Every figure is compared with a direct SQL count on tables of the shapes
+the issue met (a graphile-worker-like jobs table, a lock-until task table, a visibility-flag
+table), and every release is taken by a dequeue written like the library's own.
+
+Each test first shows the finding on the mapping of before (the same table without the new
+fields): those assertions are what today's code reported."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from collectors import registry, runner
+from queueops import actions
+from queueops import config as config_mod
+from queueops.actions.model import NotOffered
+from tests.conftest import Lab
+from tests.mapping.conftest import target_section
+
+# graphile-worker's shape (simplified): run_at, attempts / max_attempts per job, last_error kept on
+# retry, locked_at / locked_by; a partial index on the free jobs by run_at (what its dequeue reads).
+JOBS = """
+CREATE TABLE {s}.jobs (
+    id bigserial PRIMARY KEY,
+    task text NOT NULL DEFAULT 't',
+    created_at timestamptz NOT NULL DEFAULT now(),
+    run_at timestamptz DEFAULT now(),
+    attempts int NOT NULL DEFAULT 0,
+    max_attempts int NOT NULL DEFAULT 25,
+    last_error text,
+    last_error_at timestamptz,
+    locked_at timestamptz,
+    locked_by text
+);
+CREATE INDEX jobs_free_run_at ON {s}.jobs (run_at) WHERE locked_at IS NULL;
+CREATE INDEX jobs_locked_at ON {s}.jobs (locked_at) WHERE locked_at IS NOT NULL;
+"""
+
+
+def _jobs_queue(schema: str, extra: str = "", timeout_s: float = 60) -> str:
+    return (f'[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "lease"\nschema = "{schema}"\ntable = "jobs"\n'
+            f'key = "id"\nenqueued_at = "created_at"\nlease_column = "locked_at"\nattempts_column = "attempts"\n'
+            f"lease_timeout_s = {timeout_s}\n{extra}")
+
+
+FOLLOW = 'runnable_at = "run_at"\nmax_attempts = "max_attempts"\nowner_column = "locked_by"\n'
+
+
+def _setup(lab: Lab, schema: str, ddl: str) -> None:
+    with lab.connect() as conn:
+        conn.execute(ddl.format(s=sql.Identifier(schema).as_string(conn)))
+
+
+def _sql(lab: Lab, schema: str, text: str, params: tuple = ()) -> list[tuple]:
+    with lab.connect() as conn:
+        cur = conn.execute(text.replace("@S", sql.Identifier(schema).as_string(conn)), params)
+        return cur.fetchall() if cur.description else []
+
+
+def _collect(cfg: config_mod.Config, *names: str) -> dict[str, tuple[float | None, str]]:
+    result = runner.run_once(cfg, [registry.by_name(n) for n in names])
+    assert all(st.ok for st in result.status), [st.error for st in result.status]
+    errors = [r.note for r in result.rows if r.metric == runner.QUEUE_ERROR]
+    assert not errors, errors
+    return {r.metric: (r.value, r.note) for r in result.rows if r.queue == "jobs"}
+
+
+def _cfg(lab: Lab, write_cfg, tmp_path: Path, queue: str) -> config_mod.Config:  # noqa: ANN001
+    return write_cfg(f'[store]\nurl = "sqlite:///{tmp_path}/store.db"\n\n[identity]\ndefault_role = "operator"\n\n'
+                     + target_section(lab) + queue)
+
+
+READY_TRUTH = ("SELECT count(*) FROM @S.jobs WHERE locked_at IS NULL AND (run_at IS NULL OR run_at <= now()) "
+               "AND attempts < max_attempts")
+
+
+def test_depth_counts_neither_scheduled_nor_exhausted_jobs(lab: Lab, schema: str, write_cfg, tmp_path: Path) -> None:  # noqa: ANN001
+    _setup(lab, schema, JOBS)
+    # 39 ready (30 with run_at passed, 9 with run_at NULL: run now) and 3 past their max attempts.
+    _sql(lab, schema, "INSERT INTO @S.jobs (created_at, run_at) SELECT now() - interval '10 minutes', "
+                      "now() - interval '5 minutes' FROM generate_series(1, 30)")
+    _sql(lab, schema, "INSERT INTO @S.jobs (created_at, run_at) SELECT now() - interval '2 minutes', NULL "
+                      "FROM generate_series(1, 9)")
+    _sql(lab, schema, "INSERT INTO @S.jobs (created_at, run_at, attempts, max_attempts) "
+                      "SELECT now() - interval '1 hour', now() - interval '1 hour', 25, 25 FROM generate_series(1, 3)")
+    before = _collect(_cfg(lab, write_cfg, tmp_path, _jobs_queue(schema)), "depth")
+    assert before["depth"][0] == 42  # the finding: 42 against 39 ready
+    cfg = _cfg(lab, write_cfg, tmp_path, _jobs_queue(schema, FOLLOW))
+    got = _collect(cfg, "depth", "oldest_age_s")
+    truth = _sql(lab, schema, READY_TRUTH)[0][0]
+    assert truth == 39
+    assert got["depth"] == (39, "exact")
+    assert got["count_exhausted"][0] == 3 and got["count_scheduled"][0] == 0
+    # The age counts from when a job became runnable (run_at 5 minutes ago, not created 10 ago);
+    # the exhausted jobs (an hour old) do not make it.
+    age = _sql(lab, schema, "SELECT extract(epoch FROM now() - min(greatest(created_at, coalesce(run_at, created_at)))) "
+                            "FROM @S.jobs WHERE locked_at IS NULL AND (run_at IS NULL OR run_at <= now()) "
+                            "AND attempts < max_attempts")[0][0]
+    assert abs(got["oldest_age_s"][0] - float(age)) < 5 and 290 < got["oldest_age_s"][0] < 320
+
+    # After the drain: 5 exhausted jobs are not 5 ready, and their age does not grow for ever.
+    _sql(lab, schema, "DELETE FROM @S.jobs WHERE attempts < max_attempts")
+    _sql(lab, schema, "INSERT INTO @S.jobs (run_at, attempts, max_attempts) SELECT now() - interval '1 hour', 3, 3 "
+                      "FROM generate_series(1, 2)")
+    assert _collect(_cfg(lab, write_cfg, tmp_path, _jobs_queue(schema)), "depth")["depth"][0] == 5  # before
+    got = _collect(cfg, "depth", "oldest_age_s")
+    assert got["depth"] == (0, "exact") and got["count_exhausted"][0] == 5 and got["oldest_age_s"][0] == 0
+
+    # 30,000 jobs scheduled an hour ahead: depth 0, not 30,005; their count stops at the cap.
+    _sql(lab, schema, "INSERT INTO @S.jobs (run_at) SELECT now() + interval '1 hour' FROM generate_series(1, 30000)")
+    _sql(lab, schema, "ANALYZE @S.jobs")
+    assert _collect(_cfg(lab, write_cfg, tmp_path, _jobs_queue(schema)), "depth")["depth"][0] >= 30_000  # before
+    got = _collect(cfg, "depth", "oldest_age_s")
+    assert _sql(lab, schema, READY_TRUTH)[0][0] == 0
+    assert got["depth"] == (0, "exact")
+    assert got["count_scheduled"] == (runner.COUNT_CAP, "at least (cap reached)")
+    assert got["count_exhausted"][0] == 5 and got["oldest_age_s"][0] == 0
+
+    # More than the cap ready beside them: a lower bound that says so, never the scheduled ones.
+    _sql(lab, schema, "INSERT INTO @S.jobs (run_at) SELECT now() - interval '1 minute' "
+                      "FROM generate_series(1, %s)", (runner.COUNT_CAP + 200,))
+    got = _collect(cfg, "depth")
+    # (the 5 exhausted jobs are among the first cap read by run_at: 995, at least)
+    assert got["depth"][0] >= runner.COUNT_CAP - 5 and got["depth"][1].startswith("at least")
+
+
+def test_the_runnable_reads_seek_the_run_at_index(lab: Lab, schema: str, write_cfg, tmp_path: Path) -> None:  # noqa: ANN001
+    _setup(lab, schema, JOBS)
+    _sql(lab, schema, "INSERT INTO @S.jobs (run_at) SELECT now() + interval '1 hour' FROM generate_series(1, 30000)")
+    _sql(lab, schema, "ANALYZE @S.jobs")
+    cfg = _cfg(lab, write_cfg, tmp_path, _jobs_queue(schema, FOLLOW))
+    for name in ("depth", "oldest_age_s"):
+        stmt = runner.build_statement(registry.by_name(name), cfg.targets[0], cfg.queues)
+        assert stmt is not None
+        with lab.connect() as conn:
+            plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + stmt.sql, stmt.params).fetchone()[0]
+        from tests.collectors.plans import nodes
+
+        reads = [n for n in nodes(plan[0]["Plan"]) if n.get("Relation Name") == "jobs"]
+        assert not [n for n in reads if n["Node Type"] == "Seq Scan"], name
+        # The ready ranges read nothing of the 30,000 scheduled jobs.
+        by_index = [n for n in reads if n.get("Index Name") == "jobs_free_run_at"]
+        assert by_index, name
+        assert sum(n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in by_index
+                   if "> now()" not in n.get("Index Cond", "")) == 0, name
+
+
+def test_a_retried_job_keeping_its_last_error_is_stuck_and_requeued(lab: Lab, schema: str, write_cfg,  # noqa: ANN001
+                                                                    tmp_path: Path) -> None:
+    _setup(lab, schema, JOBS)
+    # Failed a minute ago, retried, locked again 17 s ago (timeout 5 s): its last error kept.
+    _sql(lab, schema, "INSERT INTO @S.jobs (attempts, last_error, last_error_at, locked_at, locked_by) "
+                      "VALUES (1, 'boom', now() - interval '60 s', now() - interval '17 s', 'worker-1')")
+    # Failed while leased (its error newer than its lease): failed, not stuck.
+    _sql(lab, schema, "INSERT INTO @S.jobs (attempts, last_error, last_error_at, locked_at, locked_by) "
+                      "VALUES (1, 'bad', now() - interval '10 s', now() - interval '30 s', 'worker-2')")
+    base = _jobs_queue(schema, 'error_column = "last_error"\n', timeout_s=5)
+    before = _cfg(lab, write_cfg, tmp_path, base)
+    assert _collect(before, "stuck_leases")["stuck_leases"][0] == 0  # the finding: hidden as failed
+    assert "nothing to requeue" in " ".join(actions.plan(before, "requeue", "jobs").preview.warnings)
+    cfg = _cfg(lab, write_cfg, tmp_path, _jobs_queue(schema, FOLLOW + 'error_column = "last_error"\n'
+                                                     'error_at = "last_error_at"\n', timeout_s=5))
+    assert _collect(cfg, "stuck_leases")["stuck_leases"] == (1, "exact")
+    plan = actions.plan(cfg, "requeue", "jobs")
+    assert plan.preview.row_count == 1
+    result = actions.execute(cfg, plan)
+    assert (result.outcome, result.rows_affected) == ("ok", 1), result.error
+    rows = _sql(lab, schema, "SELECT last_error, locked_at IS NULL, locked_by FROM @S.jobs ORDER BY id")
+    assert rows == [("boom", True, None), ("bad", False, "worker-2")]  # locked_by cleared, not left stale
+
+
+def _graphile_dequeue(conn: psycopg.Connection, schema: str) -> int | None:
+    """graphile-worker's get_job, reduced to the job table: free, runnable, below its max attempts."""
+    s = sql.Identifier(schema)
+    row = conn.execute(sql.SQL(
+        "UPDATE {}.jobs SET locked_at = now(), locked_by = 'w', attempts = attempts + 1 WHERE id = ("
+        "SELECT id FROM {}.jobs WHERE locked_at IS NULL AND run_at <= now() AND attempts < max_attempts "
+        "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id").format(s, s)).fetchone()
+    return row[0] if row else None
+
+
+def test_requeue_never_releases_an_exhausted_job(lab: Lab, schema: str, write_cfg, tmp_path: Path) -> None:  # noqa: ANN001
+    _setup(lab, schema, JOBS)
+    _sql(lab, schema, "INSERT INTO @S.jobs (run_at, attempts, max_attempts, locked_at, locked_by) "
+                      "SELECT now() - interval '1 hour', mod(g, 3) + 1, 3, now() - interval '10 minutes', 'gone' "
+                      "FROM generate_series(1, 9) AS g")  # attempts 1, 2, 3 (of 3): three exhausted
+    cfg = _cfg(lab, write_cfg, tmp_path, _jobs_queue(schema, FOLLOW))
+    assert _collect(cfg, "stuck_leases")["stuck_leases"][0] == 6
+    plan = actions.plan(cfg, "requeue", "jobs", {"bump_attempts": True})
+    assert plan.preview.row_count == 3  # attempts 1 only: a bump would exhaust attempts 2
+    plan = actions.plan(cfg, "requeue", "jobs")
+    assert plan.preview.row_count == 6 and "locked_by" in plan.preview.summary
+    assert actions.execute(cfg, plan).rows_affected == 6
+    taken = []
+    with lab.connect() as conn:
+        while (job := _graphile_dequeue(conn, schema)) is not None:
+            taken.append(job)
+    assert len(taken) == 6 and set(Counter(taken).values()) == {1}
+    assert _sql(lab, schema, "SELECT count(*) FROM @S.jobs WHERE locked_by = 'gone'")[0][0] == 3
+
+
+# A task table whose library dequeues lock < now(): the lock is a lock-until time.
+TASKS = """
+CREATE TABLE {s}.tasks (
+    id bigserial PRIMARY KEY,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    "lock" timestamptz,
+    locked_by text
+);
+CREATE INDEX tasks_lock ON {s}.tasks ("lock");
+"""
+
+
+def _tasks_queue(schema: str, extra: str = "") -> str:
+    return (f'[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "lease"\nschema = "{schema}"\ntable = "tasks"\n'
+            f'key = "id"\nenqueued_at = "created_at"\nlease_column = "lock"\nlease_timeout_s = 60\n{extra}')
+
+
+def _lock_until_dequeue(conn: psycopg.Connection, schema: str) -> int | None:
+    s = sql.Identifier(schema)
+    row = conn.execute(sql.SQL(
+        "UPDATE {}.tasks SET \"lock\" = now() + interval '5 minutes', locked_by = 'w' WHERE id = ("
+        "SELECT id FROM {}.tasks WHERE \"lock\" < now() ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+        "RETURNING id").format(s, s)).fetchone()
+    return row[0] if row else None
+
+
+def test_a_lock_until_lease_is_ready_once_passed_and_requeue_sets_it_to_now(lab: Lab, schema: str, write_cfg,  # noqa: ANN001
+                                                                             tmp_path: Path) -> None:
+    _setup(lab, schema, TASKS)
+    # 24 waiting tasks (their lock passed), 4 held by a lock a day ahead (a dead worker's), 2 running.
+    _sql(lab, schema, "INSERT INTO @S.tasks (\"lock\") SELECT now() - interval '10 minutes' FROM generate_series(1, 24)")
+    _sql(lab, schema, "INSERT INTO @S.tasks (\"lock\", locked_by) SELECT now() + interval '1 day', 'dead' "
+                      "FROM generate_series(1, 4)")
+    _sql(lab, schema, "INSERT INTO @S.tasks (\"lock\", locked_by) SELECT now() + interval '30 s', 'live' "
+                      "FROM generate_series(1, 2)")
+    before = _cfg(lab, write_cfg, tmp_path, _tasks_queue(schema))
+    old = actions.plan(before, "requeue", "jobs")
+    assert old.preview.row_count == 24 and '"lock" = NULL' in old.preview.sql  # the finding
+    cfg = _cfg(lab, write_cfg, tmp_path, _tasks_queue(schema, 'lease_ready = "past"\nowner_column = "locked_by"\n'))
+    got = _collect(cfg, "depth", "stuck_leases")
+    assert got["depth"] == (24, "exact") and got["stuck_leases"][0] == 4
+    plan = actions.plan(cfg, "requeue", "jobs")
+    assert plan.preview.row_count == 4 and '"lock" = now()' in plan.preview.sql
+    assert actions.execute(cfg, plan).rows_affected == 4
+    assert _sql(lab, schema, "SELECT count(*) FROM @S.tasks WHERE locked_by = 'dead'")[0][0] == 0
+    taken = []
+    with lab.connect() as conn:
+        while (task := _lock_until_dequeue(conn, schema)) is not None:
+            taken.append(task)
+    assert len(taken) == 28 and set(Counter(taken).values()) == {1}  # 24 waiting + 4 released, each once
+
+
+VISIBLE = """
+CREATE TABLE {s}.messages (
+    id bigserial PRIMARY KEY,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    visible boolean NOT NULL DEFAULT true,
+    leased_at timestamptz
+);
+CREATE INDEX messages_visible ON {s}.messages (id) WHERE visible;
+CREATE INDEX messages_leased ON {s}.messages (leased_at) WHERE leased_at IS NOT NULL;
+"""
+
+
+def _messages_queue(schema: str, extra: str = "") -> str:
+    return (f'[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "lease"\nschema = "{schema}"\ntable = "messages"\n'
+            f'key = "id"\nenqueued_at = "created_at"\nlease_column = "leased_at"\nlease_timeout_s = 60\n{extra}')
+
+
+def _visible_dequeue(conn: psycopg.Connection, schema: str) -> int | None:
+    s = sql.Identifier(schema)
+    row = conn.execute(sql.SQL(
+        "UPDATE {}.messages SET visible = false, leased_at = now() WHERE id = ("
+        "SELECT id FROM {}.messages WHERE visible ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id")
+        .format(s, s)).fetchone()
+    return row[0] if row else None
+
+
+def test_a_visibility_flag_is_counted_and_set_by_requeue(lab: Lab, schema: str, write_cfg, tmp_path: Path) -> None:  # noqa: ANN001
+    _setup(lab, schema, VISIBLE)
+    _sql(lab, schema, "INSERT INTO @S.messages (visible, leased_at) SELECT false, now() - interval '10 minutes' "
+                      "FROM generate_series(1, 12)")
+    before = _cfg(lab, write_cfg, tmp_path, _messages_queue(schema))
+    assert actions.execute(before, actions.plan(before, "requeue", "jobs")).rows_affected == 12
+    with lab.connect() as conn:
+        assert _visible_dequeue(conn, schema) is None  # the finding: "ok: 12 rows", nothing redelivered
+    assert _collect(before, "depth")["depth"][0] == 12  # ... and depth 12 for ever
+    _sql(lab, schema, "UPDATE @S.messages SET leased_at = now() - interval '10 minutes'")
+    cfg = _cfg(lab, write_cfg, tmp_path, _messages_queue(schema, 'ready_flag = "visible"\n'))
+    got = _collect(cfg, "depth", "stuck_leases")
+    assert got["depth"][0] == 0 and got["stuck_leases"][0] == 12
+    plan = actions.plan(cfg, "requeue", "jobs")
+    assert plan.preview.row_count == 12 and '"visible" = true' in plan.preview.sql
+    assert actions.execute(cfg, plan).rows_affected == 12
+    assert _collect(cfg, "depth")["depth"][0] == 12
+    taken = []
+    with lab.connect() as conn:
+        while (m := _visible_dequeue(conn, schema)) is not None:
+            taken.append(m)
+    assert len(taken) == 12 and set(Counter(taken).values()) == {1}
+    assert _collect(cfg, "depth")["depth"][0] == 0
+
+
+# graphile-worker (0.13+) serialises named queues through a side table: a job of a named queue is
+# taken only while its queue row is unlocked, and get_job locks both.
+SIDE = """
+CREATE TABLE {s}.job_queues (
+    id serial PRIMARY KEY,
+    queue_name text NOT NULL UNIQUE,
+    locked_at timestamptz,
+    locked_by text
+);
+CREATE TABLE {s}.jobs (
+    id bigserial PRIMARY KEY,
+    job_queue_id int REFERENCES {s}.job_queues (id),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    locked_at timestamptz,
+    locked_by text
+);
+"""
+
+
+def test_requeue_is_refused_when_a_side_table_lock_decides_readiness(lab: Lab, schema: str, write_cfg,  # noqa: ANN001
+                                                                     tmp_path: Path) -> None:
+    _setup(lab, schema, SIDE)
+    _sql(lab, schema, "INSERT INTO @S.job_queues (queue_name, locked_at, locked_by) VALUES ('q', now() - interval '1 hour', 'dead')")
+    _sql(lab, schema, "INSERT INTO @S.jobs (job_queue_id, locked_at, locked_by) VALUES (1, now() - interval '1 hour', 'dead')")
+    cfg = _cfg(lab, write_cfg, tmp_path, f'[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "lease"\n'
+               f'schema = "{schema}"\ntable = "jobs"\nkey = "id"\nlease_column = "locked_at"\n'
+               'owner_column = "locked_by"\n')
+    with pytest.raises(NotOffered, match=r"job_queues\.locked_at .*job_queue_id"):
+        actions.plan(cfg, "requeue", "jobs")
+
+
+NOT_NULL = """
+CREATE TABLE {s}.jobs (
+    id bigserial PRIMARY KEY,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    locked_until timestamptz NOT NULL DEFAULT '-infinity'
+);
+COMMENT ON COLUMN {s}.jobs.locked_until IS 'the job is invisible until this time';
+"""
+
+
+def test_requeue_is_refused_where_it_would_write_null_into_a_not_null_lock(lab: Lab, schema: str, write_cfg,  # noqa: ANN001
+                                                                          tmp_path: Path) -> None:
+    _setup(lab, schema, NOT_NULL)
+    queue = (f'[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "lease"\nschema = "{schema}"\ntable = "jobs"\n'
+             'key = "id"\nlease_column = "locked_until"\n')
+    cfg = _cfg(lab, write_cfg, tmp_path, queue)
+    with pytest.raises(NotOffered, match="NOT NULL"):
+        actions.plan(cfg, "requeue", "jobs")
+    # Described as a lock-until time, requeue is offered and writes now().
+    cfg = _cfg(lab, write_cfg, tmp_path, queue + 'lease_ready = "past"\n')
+    assert '"locked_until" = now()' in actions.plan(cfg, "requeue", "jobs").preview.sql
+
+
+def test_readiness_fields_are_refused_where_they_would_be_ignored(write_cfg) -> None:  # noqa: ANN001
+    pg = '[[targets]]\nname = "lab"\ndialect = "postgresql"\nurl = "postgresql://u@h/db"\n'
+    with pytest.raises(config_mod.ConfigError, match="honoured on lease queues only"):
+        write_cfg(pg + '[[queues]]\nname = "d"\ntarget = "lab"\nkind = "delete"\ntable = "t"\nkey = "id"\n'
+                  'runnable_at = "run_at"\n')
+    with pytest.raises(config_mod.ConfigError, match="max_attempts needs attempts_column"):
+        write_cfg(pg + '[[queues]]\nname = "l"\ntarget = "lab"\nkind = "lease"\ntable = "t"\nkey = "id"\n'
+                  'lease_column = "l"\nmax_attempts = 5\n')
+    ms = '[[targets]]\nname = "lab"\ndialect = "mssql"\nurl = "mssql+pyodbc://u@h/db?driver=FreeTDS"\n'
+    with pytest.raises(config_mod.ConfigError, match="not supported on SQL Server targets yet"):
+        write_cfg(ms + '[[queues]]\nname = "l"\ntarget = "lab"\nkind = "lease"\ntable = "t"\nkey = "id"\n'
+                  'lease_column = "l"\nrunnable_at = "run_at"\n')
+    ok = write_cfg(pg + '[[queues]]\nname = "l"\ntarget = "lab"\nkind = "lease"\ntable = "t"\nkey = "id"\n'
+                   'lease_column = "l"\nattempts_column = "a"\nmax_attempts = 5\n')
+    assert ok.queues[0].max_attempts == 5
+
+
+def test_live_check_says_per_queue_whether_requeue_can_be_offered(lab: Lab, schema: str, tmp_path: Path) -> None:
+    from tests.mapping.test_live_check import live, read_only_target
+
+    _setup(lab, schema, SIDE)
+    _setup(lab, schema, NOT_NULL.replace(".jobs", ".timed"))
+    _setup(lab, schema, VISIBLE)
+
+    def q(name: str, table: str, lease: str, extra: str = "") -> str:
+        return (f'[[queues]]\nname = "{name}"\ntarget = "lab"\nkind = "lease"\nschema = "{schema}"\n'
+                f'table = "{table}"\nkey = "id"\nenqueued_at = "created_at"\nlease_column = "{lease}"\n{extra}')
+
+    path = tmp_path / "check.toml"
+    path.write_text(read_only_target(lab) + q("named", "jobs", "locked_at") + q("timed", "timed", "locked_until")
+                    + q("timed_past", "timed", "locked_until", 'lease_ready = "past"\n')
+                    + q("flagged", "messages", "leased_at", 'ready_flag = "visible"\n'))
+    proc = live(path)
+    out = proc.stdout
+    assert "queue 'named': requeue not offered: readiness also depends on" in out and "job_queues.locked_at" in out
+    assert "queue 'timed': requeue not offered: the lease column 'locked_until' is NOT NULL" in out
+    assert re.search(r"warning: queue 'timed': lease_column = 'locked_until': its comment says .*lock-until", out)
+    assert "queue 'timed_past': requeue can be offered (it sets \"locked_until\" = now())" in out
+    assert "queue 'flagged': requeue can be offered (it sets \"leased_at\" = NULL, \"visible\" = true)" in out
+    assert "error:" not in out, out
