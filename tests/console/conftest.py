@@ -157,16 +157,26 @@ def copy_for_readme(src: Path, name: str) -> Path:
 
 
 def reset_console(console_env: ConsoleEnv) -> ConsoleEnv:
-    """A clean lab (queues empty, faults off) and an empty console store."""
+    """A clean lab (queues empty, faults off) and an empty console store (sign-ins included: one
+    test's failed sign-ins must not throttle the next one's)."""
     from sqlalchemy import delete
 
     from queueops.store import open_engine
-    from queueops.store.schema import audit_log, collector_status, snapshots
+    from queueops.store.schema import (
+        audit_commands,
+        audit_log,
+        collector_status,
+        console_sessions,
+        signin_log,
+        signin_throttle,
+        snapshots,
+    )
 
     console_env.lab.reset()
     engine = open_engine(console_env.config())
     with engine.begin() as conn:
-        for table in (snapshots, collector_status, audit_log):
+        for table in (snapshots, collector_status, audit_log, audit_commands, console_sessions, signin_throttle,
+                      signin_log):
             conn.execute(delete(table))
     engine.dispose()
     return console_env

@@ -175,7 +175,7 @@ def test_a_viewer_sees_no_action_button(browser: Browser, stack: Stack) -> None:
     assert page.locator("[data-testid='stForm']").count() == 0
     assert exceptions(page) == []
     screenshot(page, stack.artifacts / "queue-viewer.png")
-    # A reload keeps the sign-in (signed cookie); signing out ends it, reload included.
+    # A reload keeps the sign-in (the session cookie); signing out ends it, reload included.
     page.reload()
     page.get_by_role("heading", name="Queue lease").wait_for()
     page.get_by_role("button", name=re.compile(VIEWER[0])).click()

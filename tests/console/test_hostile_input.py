@@ -13,7 +13,6 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ROOT
 from tests.console.conftest import OPERATOR, TIMEOUT, ConsoleEnv, count_stuck, page, stuck_leases, texts
 
 HOSTILE = [
@@ -41,16 +40,21 @@ def _intact(env: ConsoleEnv) -> tuple[int, int, int]:
 
 
 def test_sign_in_fields_take_hostile_text_literally(env: ConsoleEnv) -> None:
+    """Each value through the sign-in endpoint's own procedure (console.signin.attempt; the HTTP
+    form is driven in test_signin_browser.py), the throttle cleared before each so the password
+    is really checked every time."""
+    from console import signin
+    from queueops.store import open_engine, sessions
+
     before = _intact(env)
-    at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
+    store = open_engine(env.config())
     for value in HOSTILE:
         for user, password in ((value, OPERATOR[1]), (OPERATOR[0], value)):
-            at.text_input(key="qo_user").input(user)
-            at.text_input(key="qo_password").input(password)
-            at.button[0].click().run()
-            assert not at.exception, (user[:40], password[:40])
-            assert "qo_identity" not in at.session_state, (user[:40], password[:40])
-            assert "Unknown user or wrong password." in [e.value for e in at.error]
+            for key in sessions.throttle_keys(user.strip(), "hostile"):
+                sessions.clear(store, key)
+            got = signin.attempt(store, env.users_path, user, password, "hostile")
+            assert got.outcome == "failed" and got.session_id is None, (user[:40], password[:40])
+            assert got.message == "Unknown user or wrong password.", (user[:40], password[:40])
     assert _intact(env) == before
 
 

@@ -26,22 +26,20 @@ from tests.console.conftest import (
 )
 
 
-def test_sign_in_gate_with_the_users_file(env: ConsoleEnv) -> None:
+def test_sign_in_gate_with_the_users_file(env: ConsoleEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a session the gate signs nobody in and sends the browser to the sign-in page
+    (console/signin.py, tested over HTTP in test_signin_browser.py); the page names no file."""
+    from console import signin
+
     at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
-    assert not at.exception
-    assert at.text_input(key="qo_user") is not None and "qo_identity" not in at.session_state
-    at.text_input(key="qo_user").input(OPERATOR[0])
-    at.text_input(key="qo_password").input("wrong password")
-    at.button[0].click().run()
-    assert "Unknown user or wrong password." in [e.value for e in at.error]
-    assert "qo_identity" not in at.session_state
-    at.text_input(key="qo_user").input(OPERATOR[0])
-    at.text_input(key="qo_password").input(OPERATOR[1])
-    at.button[0].click().run()
-    assert not at.exception
-    ident = at.session_state["qo_identity"]
-    assert (ident.name, ident.role, ident.method) == (OPERATOR[0], "operator", "local")
-    assert [t.value for t in at.title][0] == "Overview"  # the default page after sign-in
+    assert not at.exception and "qo_identity" not in at.session_state
+    assert "queueops serve" in at.error[0].value  # run without the server that adds the sign-in page
+    monkeypatch.setattr(signin, "ROUTES_INSTALLED", True)
+    at = AppTest.from_file(str(ROOT / "console" / "app.py"), default_timeout=TIMEOUT).run()
+    assert not at.exception and "qo_identity" not in at.session_state
+    assert [b.proto.url for b in at.get("link_button")] == ["/queueops/signin"]
+    assert not at.title  # no page rendered
+    assert str(env.users_path) not in texts(at) and "users.toml" not in texts(at)
 
 
 def test_overview_shows_every_queue_worst_first_with_the_lease_queue_critical(env: ConsoleEnv) -> None:

@@ -1,17 +1,23 @@
-"""The local users file (scrypt hashes), the CLI that manages it, and the console's session token."""
+"""The local users file (scrypt hashes, their cost and the rehash at sign-in), the CLI that manages it,
+and what a console session remembers of its user (the fingerprint)."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from console.auth import make_token, read_token, role_for
+from console import signin
+from console.auth import role_for
 from queueops import users
 from queueops.commands.serve import config_options, streamlit_command
 from queueops.config import parse
+from queueops.store import open_engine, sessions
 from tests.conftest import ROOT
 
 
@@ -84,16 +90,42 @@ def test_users_cli(tmp_path: Path) -> None:
     assert cli("remove", "erin").returncode == 1
 
 
-def test_session_token_roundtrip_tamper_and_expiry() -> None:
-    key = b"k" * 32
-    token = make_token(key, "alice", now=1000.0, ttl_s=60)
-    assert read_token(key, token, now=1030.0) == "alice"
-    assert read_token(key, token, now=1061.0) is None  # expired
-    assert read_token(b"x" * 32, token, now=1030.0) is None  # another server's key
-    payload, sig = token.split(".")
-    forged = make_token(key, "mallory", now=1000.0).split(".")[0] + "." + sig
-    assert read_token(key, forged, now=1030.0) is None
-    assert read_token(key, "garbage", now=0) is None and read_token(key, None, now=0) is None
+def test_new_hashes_cost_2_17_and_an_old_entry_is_rehashed_at_its_next_sign_in(tmp_path: Path) -> None:
+    path = tmp_path / "users.toml"
+    t = time.perf_counter()
+    new = users.add(path, "fresh", "fresh-password", "viewer")
+    one_hash_s = time.perf_counter() - t
+    assert (new.n, new.r, new.p) == (2 ** 17, 8, 1) and users.load(path)["fresh"].n == 2 ** 17
+    assert not users.needs_rehash(new)
+    print(f"one scrypt at N=2^17: {one_hash_s:.2f} s")
+    # An entry written before (N = 2^14), with a session open on it.
+    old = users.add(path, "alice", "alice-password", "operator", n=2 ** 14)
+    assert users.needs_rehash(old)
+    store = open_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    now = datetime.now(UTC)
+    other = sessions.create(store, "alice", users.fingerprint(old), now)
+    got = signin.attempt(store, path, "alice", "alice-password", "198.51.100.7", now=now)
+    assert got.outcome == "ok" and got.session_id
+    entry = users.load(path)["alice"]
+    assert (entry.n, entry.role) == (2 ** 17, "operator") and entry.salt != old.salt and entry.hash != old.hash
+    assert users.verify(users.load(path), "alice", "alice-password") == entry
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert not list(tmp_path.glob(".users-*"))  # written through a temp file, renamed
+    # Same password, same role: the rehash ends no session (the one opened before is re-fingerprinted).
+    assert sessions.get(store, other).fingerprint == users.fingerprint(entry)  # type: ignore[union-attr]
+    assert sessions.get(store, got.session_id).fingerprint == users.fingerprint(entry)  # type: ignore[union-attr]
+    # A cheap entry edited meanwhile is not overwritten by a rehash of the one verified before.
+    stale = users.add(path, "bob", "bob-password", "viewer", n=2 ** 14)
+    users.add(path, "bob", "bob-password", "operator", replace=True, n=2 ** 14)
+    assert users.rehash(path, stale, "bob-password") is stale and users.load(path)["bob"].role == "operator"
+
+
+def test_the_fingerprint_changes_with_the_password_the_role_and_the_cost() -> None:
+    u = users.make_user("carol", "carol-password", "operator", n=2 ** 10)
+    assert users.fingerprint(u) == users.fingerprint(dataclasses.replace(u))
+    assert users.fingerprint(u) != users.fingerprint(dataclasses.replace(u, role="viewer"))
+    assert users.fingerprint(u) != users.fingerprint(users.make_user("carol", "carol-password", "operator", n=2 ** 10))
+    assert users.fingerprint(u) != users.fingerprint(dataclasses.replace(u, n=2 ** 11))
 
 
 def test_oidc_users_are_viewers_unless_listed() -> None:
