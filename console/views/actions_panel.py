@@ -23,6 +23,7 @@ from console.findings import Recommendation
 from console.health import format_value
 from queueops import actions, secrets
 from queueops.actions.core import MODULES
+from queueops.actions.model import jsonable
 from queueops.config import Queue
 from queueops.engine import TargetError
 
@@ -239,6 +240,16 @@ def _result(ctx: context.Ctx, q: Queue) -> None:
             st.warning(text + f"\n\n{r.error}", icon=":material/block:")
         else:
             st.error(text + f"\n\n{r.error}", icon=":material/error:")
+        # What differed from the confirmed preview (fewer rows qualified, a skipped index, items left
+        # for another run): said beside the outcome, as in the CLI and the audit record.
+        for note in r.notes:
+            st.info(note, icon=":material/info:")
+        if r.rows:
+            with st.expander(f"What it did ({len(r.rows)} step(s) or batch(es) committed)", expanded=not r.ok):
+                # Rows differ in their fields (a batch, the "left" line): text, so one column may mix them.
+                st.dataframe(pd.DataFrame([{k: "" if v is None else str(jsonable(v)) for k, v in row.items()}
+                                           for row in r.rows]),
+                             hide_index=True, use_container_width=True)
         if done.before or done.after:
             st.markdown(f"Did it help? Sampled again at {style.utc_text(done.sampled_at)}:")
             cols = st.columns(max(1, len(done.after)))

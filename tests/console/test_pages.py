@@ -101,6 +101,23 @@ def test_queue_detail_shows_findings_and_an_operator_requeues(env: ConsoleEnv) -
     assert after.value == "0" and "was 4" in after.delta
 
 
+def test_the_result_says_when_fewer_rows_qualified_than_the_preview_showed(env: ConsoleEnv) -> None:
+    """Issue 30: a shortfall against the confirmed preview is said beside the outcome (result.notes),
+    and the committed batches are listed, as in the CLI and the audit record."""
+    stuck_leases(env, 4)
+    at = page("console.views.queue_detail", queue="lease")
+    at.button(key="FormSubmitter:act_form_lease_requeue-Preview").click().run()
+    assert next(m for m in at.metric if m.label == "Rows / objects it touches").value == "4"
+    with env.lab.connect() as conn:  # a consumer renews one lease between preview and confirmation
+        conn.execute("UPDATE lab.q_lease SET processing_started_at = now() WHERE id = (SELECT min(id) FROM lab.q_lease)")
+    at.button(key="act_run").click().run()
+    assert not at.exception
+    assert any("3 row(s)" in s.value for s in at.success)
+    assert any("the preview counted 4 item(s), 3 were released" in i.value for i in at.info), [i.value for i in at.info]
+    assert at.expander and "batch(es) committed" in at.expander[-1].label
+    assert count_stuck(env) == 0
+
+
 def test_a_viewer_sees_findings_but_no_action_button(env: ConsoleEnv) -> None:
     stuck_leases(env, 2)
     at = page("console.views.queue_detail", role="viewer", queue="lease")
