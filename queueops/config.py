@@ -504,15 +504,6 @@ def _cross_checks(cfg: Config) -> list[Problem]:
             problem = identifier_problem(value, target.dialect)
             if problem:
                 problems.append(Problem(f"{where}.{fld}", value, f"not a safe identifier: {problem}"))
-        if target.dialect == "mssql":
-            # The readiness fields are collected and acted on by PostgreSQL statements only so far:
-            # on SQL Server every count would ignore them, so they are refused, not ignored.
-            for fld in READINESS_FIELDS:
-                value = getattr(q, fld)
-                if value not in (None, "null"):
-                    problems.append(Problem(f"{where}.{fld}", value, "not supported on SQL Server targets yet: "
-                                            "depth, oldest_age_s, stuck_leases and requeue would ignore it "
-                                            "(PostgreSQL only; docs/metrics.md, Readiness)"))
     pnames = [p.key for p in cfg.autopilot]
     for i, p in enumerate(cfg.autopilot):
         if p.queue not in qnames:

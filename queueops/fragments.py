@@ -86,33 +86,51 @@ def readiness_fragments(queue: Queue, dialect: str) -> dict[str, str]:
 
     ``{free}``       an item no consumer holds and the library may take (lease_ready, ready_flag);
                      a scheduled (runnable_at) or exhausted item is told apart by the blocks
-    ``{exhausted}``  its attempts reached max_attempts (never NULL: a NULL count or limit is not)
-    ``{failed}``     its error column marks it failed: set, and not older than its lease when
-                     error_at says when it was written (a lease newer than the error: running again)
-    ``{release_set}``  requeue's SET list: every column that decides readiness made ready
+    ``{exhausted}``  a predicate: its attempts reached max_attempts (never unknown: a NULL count or
+                     limit is not exhausted); ``{exhausted_next}`` the same one attempt on (the
+                     release with --bump-attempts)
+    ``{failed}``     a predicate: its error column marks it failed: set, and not older than its lease
+                     when error_at says when it was written (a lease newer than the error: running)
+    ``{release_set}``  requeue's SET list: every column that decides readiness made ready;
+                     ``{release_cols}`` those columns (SQL Server's updatable CTE selects them);
+                     ``{bump_set}`` / ``{bump_col}`` the attempt added with --bump-attempts
     """
-    if queue.kind != "lease" or not queue.lease_column or not queue.follows_readiness or dialect != "postgresql":
+    if queue.kind != "lease" or not queue.lease_column or not queue.follows_readiness:
         return {}
     q = lambda col: quote_ident(col, dialect)  # noqa: E731
+    pg = dialect == "postgresql"
+    now, true, false = ("now()", "true", "false") if pg else ("SYSUTCDATETIME()", "1", "(1 = 0)")
     lease = q(queue.lease_column)
-    free = f"{lease} IS NULL" if queue.lease_ready == "null" else f"({lease} IS NULL OR {lease} <= now())"
+    free = f"{lease} IS NULL" if queue.lease_ready == "null" else f"({lease} IS NULL OR {lease} <= {now})"
     if queue.ready_flag:
-        free += f" AND {q(queue.ready_flag)}"
-    out = {"free": free, "exhausted": "false", "failed": "false"}
+        free += f" AND {q(queue.ready_flag)}" if pg else f" AND {q(queue.ready_flag)} = 1"
+    out = {"free": free, "exhausted": false, "exhausted_next": false, "failed": false, "bump_set": "",
+           "bump_col": ""}
     if queue.max_attempts is not None and queue.attempts_column:
         limit = q(queue.max_attempts) if isinstance(queue.max_attempts, str) else str(int(queue.max_attempts))
+        attempts = q(queue.attempts_column)
         out["max_attempts"] = limit
-        out["exhausted"] = f"coalesce({q(queue.attempts_column)} >= {limit}, false)"
+
+        def reached(expr: str) -> str:
+            # T-SQL has no boolean values: the CASE makes an unknown comparison (a NULL) false.
+            return (f"coalesce({expr} >= {limit}, false)" if pg
+                    else f"(CASE WHEN {expr} >= {limit} THEN 1 ELSE 0 END = 1)")
+        out["exhausted"], out["exhausted_next"] = reached(attempts), reached(f"{attempts} + 1")
+    if queue.attempts_column:
+        attempts = q(queue.attempts_column)
+        out["bump_set"] = f", {attempts} = {'t.' if pg else ''}{attempts} + 1"
+        out["bump_col"] = f", {attempts}"
     if queue.error_column:
         error = q(queue.error_column)
         out["failed"] = (f"({error} IS NOT NULL AND ({q(queue.error_at)} IS NULL OR {lease} <= {q(queue.error_at)}))"
                          if queue.error_at else f"({error} IS NOT NULL)")
-    release = [f"{lease} = NULL" if queue.lease_ready == "null" else f"{lease} = now()"]
+    release = {lease: "NULL" if queue.lease_ready == "null" else now}
     if queue.owner_column:
-        release.append(f"{q(queue.owner_column)} = NULL")
+        release[q(queue.owner_column)] = "NULL"
     if queue.ready_flag:
-        release.append(f"{q(queue.ready_flag)} = true")
-    out["release_set"] = ", ".join(release)
+        release[q(queue.ready_flag)] = true
+    out["release_set"] = ", ".join(f"{col} = {value}" for col, value in release.items())
+    out["release_cols"] = ", ".join(release)
     return out
 
 

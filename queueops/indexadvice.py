@@ -62,6 +62,13 @@ def needed(collector: str, q: Queue) -> Need | None:
 
 def _needed(collector: str, q: Queue) -> Need | None:
     key = q.key
+    if collector in ("depth", "oldest_age_s") and q.kind == "lease" and q.lease_column and q.runnable_at:
+        # Readiness (issue 31): the ready and scheduled ranges are read in runnable_at order, best
+        # through the free items only (a lock-until lease has no such filter: its free items are
+        # NULL or past).
+        if q.lease_ready == "null":
+            return Need((q.runnable_at,), q.lease_column, True)
+        return Need((q.runnable_at,))
     if collector == "stuck_leases":
         if q.kind == "lease" and q.lease_column:
             return Need((q.lease_column,), q.lease_column, False)

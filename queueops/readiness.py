@@ -26,6 +26,13 @@ from queueops.fragments import qualified_name
 
 # A lease column named or described like this holds when the lock ends, not when it began.
 LOCK_UNTIL = re.compile(r"until|expir|visible|invisible|(^|_)vt($|_)|timeout|deadline", re.I)
+# A column of a referenced table that looks like a lock on it (names in snake_case after camel
+# case is split: LockedBy -> locked_by).
+SIDE_LOCK = re.compile(r"(^|_)(lock|locked|lease|leased|worker)(_|$)")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
 @dataclass(frozen=True)
@@ -39,15 +46,17 @@ class Facts:
 
 def read(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], q: Queue, dialect: str) -> Facts:
     """The facts for ``q`` through any statement runner (an action's session, a check connection)."""
-    if dialect != "postgresql":
-        return Facts()  # the readiness fields are refused on SQL Server targets (config check)
     sqlf = sqlfiles.load(dialect, "catalog_readiness")
     values = {"qualified_table": qualified_name(q, dialect)}
     cols = run(sqlf.render("columns", {}, values))
-    locks = run(sqlf.render("side_locks", {}, values))
+    via: dict[tuple[str, str], list[str]] = {}
+    rows = run(sqlf.render("side_locks", {}, values))
+    for r in sorted(rows, key=lambda r: (r["side_table"], r["side_column"], r["via"])):
+        if SIDE_LOCK.search(_snake(r["side_column"])):
+            via.setdefault((r["side_table"], r["side_column"]), []).append(r["via"])
     return Facts(frozenset(r["column_name"] for r in cols if r["not_null"]),
                  {r["column_name"]: r["comment"] for r in cols if r["comment"]},
-                 tuple((r["side_table"], r["side_column"], r["via"]) for r in locks))
+                 tuple((t, c, ", ".join(dict.fromkeys(v))) for (t, c), v in via.items()))
 
 
 @dataclass(frozen=True)

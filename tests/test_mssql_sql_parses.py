@@ -26,6 +26,18 @@ UNPARSED_ALLOWED = {"ALTER": re.compile(r"^ALTER\s+INDEX\s+\[[^\]]+\]\s+ON\s+\[[
                                         re.I | re.S)}
 
 
+READINESS_TSQL = {
+    "free": "([x_lease] IS NULL OR [x_lease] <= SYSUTCDATETIME()) AND [x_flag] = 1",
+    "exhausted": "(CASE WHEN [x_attempts] >= [x_max] THEN 1 ELSE 0 END = 1)",
+    "failed": "([x_error] IS NOT NULL AND ([x_error_at] IS NULL OR [x_lease] <= [x_error_at]))",
+    "live": "NOT (CASE WHEN [x_attempts] + 1 >= 5 THEN 1 ELSE 0 END = 1)",
+    "release_set": "[x_lease] = NULL, [x_owner] = NULL, [x_flag] = 1",
+    "release_cols": "[x_lease], [x_owner], [x_flag]",
+    "bump_set": ", [x_attempts] = [x_attempts] + 1",
+    "bump_col": ", [x_attempts]",
+}
+
+
 def render_for_parse(sqlf: sqlfiles.SqlFile, block: str) -> sqlfiles.Statement:
     text = sqlf.block(block)
     frags = {}
@@ -41,6 +53,9 @@ def render_for_parse(sqlf: sqlfiles.SqlFile, block: str) -> sqlfiles.Statement:
         frags["open_and"] = " AND [x_finished] IS NULL AND [x_expired] IS NULL"
     if "open_where" in frags:
         frags["open_where"] = " WHERE [x_finished] IS NULL AND [x_expired] IS NULL"
+    # The readiness predicates and SET lists (queueops/fragments.py readiness_fragments): T-SQL has
+    # no boolean columns, so they are rendered as the predicates they are.
+    frags.update({k: v for k, v in READINESS_TSQL.items() if k in frags})
     values = {name: ([1, 2] if name.endswith(("_values", "_ids")) else 1)
               for name in re.findall(r"(?<![:\w]):([a-zA-Z_]\w*)", text)}
     return sqlf.render(block, frags, values)

@@ -76,12 +76,9 @@ def _follow(queue: Queue, frags: dict[str, str], bump: bool) -> tuple[str, dict[
     ``{bump_set}`` adds the attempt. ('', frags) for any other queue: the blocks of before."""
     if not (queue.kind == "lease" and "release_set" in frags):
         return "", frags
-    live = "true"
-    if "max_attempts" in frags and queue.attempts_column:
-        attempts = frags["attempts"]
-        live = f"NOT coalesce({attempts}{' + 1' if bump else ''} >= {frags['max_attempts']}, false)"
-    bump_set = f", {frags['attempts']} = t.{frags['attempts']} + 1" if bump else ""
-    return ("_follow_past" if queue.lease_ready == "past" else "_follow"), {**frags, "live": live, "bump_set": bump_set}
+    live = f"NOT {frags['exhausted_next' if bump else 'exhausted']}"
+    bump = {} if bump else {"bump_set": "", "bump_col": ""}
+    return ("_follow_past" if queue.lease_ready == "past" else "_follow"), {**frags, "live": live, **bump}
 
 
 def plan(ctx: PlanContext) -> Plan:

@@ -68,3 +68,59 @@ FROM {seq_table} AS s
 CROSS APPLY (VALUES ('depth', CAST(CASE WHEN s.{push} > s.{pop} THEN s.{push} - s.{pop} ELSE 0 END AS float)),
                     ('rows_total', CAST(CASE WHEN s.{push} > s.{pop} THEN s.{push} - s.{pop} ELSE 0 END AS float))
             ) AS v (metric, value)
+-- @block lease_follow
+-- A lease queue whose mapping says more about readiness (issue 31; see sql/postgresql/depth.sql):
+-- {free} is an item no consumer holds that the library may take (lease_ready "past": a lock that
+-- has passed; ready_flag: the flag = 1). At most :cap free items are read (the seek of an index
+-- that leads with the lease column, or filtered WHERE lease IS NULL; held items are filtered on the
+-- way, at most the ones in flight); those at max_attempts ({exhausted}) are count_exhausted.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT COUNT(CASE WHEN l.exhausted = 0 THEN 1 END) AS ready, COUNT(CASE WHEN l.exhausted = 1 THEN 1 END) AS exhausted,
+             COUNT(*) AS seen
+      FROM (SELECT TOP (:cap) CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+            FROM {table} WHERE {free}{open_and}) AS l) AS n
+CROSS JOIN (SELECT COUNT(*) AS total FROM (SELECT TOP (:cap) 1 AS x FROM {table}{open_where}) AS l) AS t
+CROSS JOIN (SELECT SUM(ps.row_count) AS row_count FROM sys.dm_db_partition_stats AS ps
+            WHERE ps.object_id = OBJECT_ID(:qualified_table) AND ps.index_id IN (0, 1)) AS p
+CROSS APPLY (VALUES
+    ('depth', CAST(n.ready AS float), CASE WHEN n.seen < :cap THEN 'exact' ELSE 'at least (cap of free items read)' END),
+    ('count_exhausted', CAST(n.exhausted AS float),
+     CASE WHEN n.seen < :cap THEN 'exact (free items at max_attempts)' ELSE 'at least (cap of free items read)' END),
+    ('count_leased', CAST(CASE WHEN n.seen < :cap AND t.total < :cap THEN t.total - n.seen END AS float),
+     CASE WHEN n.seen < :cap AND t.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
+    ('rows_total', CAST(CASE WHEN t.total < :cap THEN t.total ELSE COALESCE(p.row_count, t.total) END AS float),
+     CASE WHEN t.total < :cap THEN 'exact' ELSE 'estimate (sys.dm_db_partition_stats)' END)
+) AS v (metric, value, note)
+-- @block lease_follow_runnable
+-- With runnable_at: ready when runnable_at IS NULL or <= SYSUTCDATETIME(), scheduled when ahead.
+-- Each range is a sargable predicate on runnable_at (SYSUTCDATETIME() is a runtime constant), read
+-- TOP (:cap): an index that leads with runnable_at, best filtered on the free items
+-- (CREATE INDEX ... ON jobs (run_at) WHERE locked_at IS NULL), seeks each range and stops, so jobs
+-- scheduled ahead cost the ready count nothing. Read under READ UNCOMMITTED like every collector.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT COUNT(CASE WHEN l.exhausted = 0 THEN 1 END) AS ready, COUNT(CASE WHEN l.exhausted = 1 THEN 1 END) AS exhausted,
+             COUNT(*) AS seen
+      FROM (SELECT TOP (:cap) CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+            FROM {table} WHERE {free} AND {runnable} <= SYSUTCDATETIME(){open_and}) AS l) AS d
+CROSS JOIN (SELECT COUNT(CASE WHEN l.exhausted = 0 THEN 1 END) AS ready, COUNT(CASE WHEN l.exhausted = 1 THEN 1 END) AS exhausted,
+                   COUNT(*) AS seen
+            FROM (SELECT TOP (:cap) CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+                  FROM {table} WHERE {free} AND {runnable} IS NULL{open_and}) AS l) AS z
+CROSS JOIN (SELECT COUNT(*) AS n FROM (SELECT TOP (:cap) 1 AS x FROM {table}
+                                       WHERE {free} AND {runnable} > SYSUTCDATETIME(){open_and}) AS l) AS sch
+CROSS JOIN (SELECT COUNT(*) AS total FROM (SELECT TOP (:cap) 1 AS x FROM {table}{open_where}) AS l) AS t
+CROSS JOIN (SELECT SUM(ps.row_count) AS row_count FROM sys.dm_db_partition_stats AS ps
+            WHERE ps.object_id = OBJECT_ID(:qualified_table) AND ps.index_id IN (0, 1)) AS p
+CROSS APPLY (VALUES
+    ('depth', CAST(d.ready + z.ready AS float),
+     CASE WHEN d.seen < :cap AND z.seen < :cap THEN 'exact' ELSE 'at least (cap of runnable items read)' END),
+    ('count_exhausted', CAST(d.exhausted + z.exhausted AS float),
+     CASE WHEN d.seen < :cap AND z.seen < :cap THEN 'exact (runnable free items at max_attempts)'
+          ELSE 'at least (cap of runnable items read)' END),
+    ('count_scheduled', CAST(sch.n AS float), CASE WHEN sch.n < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_leased', CAST(CASE WHEN d.seen < :cap AND z.seen < :cap AND sch.n < :cap AND t.total < :cap
+                               THEN t.total - d.seen - z.seen - sch.n END AS float),
+     CASE WHEN d.seen < :cap AND z.seen < :cap AND sch.n < :cap AND t.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
+    ('rows_total', CAST(CASE WHEN t.total < :cap THEN t.total ELSE COALESCE(p.row_count, t.total) END AS float),
+     CASE WHEN t.total < :cap THEN 'exact' ELSE 'estimate (sys.dm_db_partition_stats)' END)
+) AS v (metric, value, note)

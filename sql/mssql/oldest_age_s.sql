@@ -53,3 +53,34 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
                                                   AND s.{push} > s.{pop}),
                                   SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
        '' AS note
+-- @block lease_follow
+-- A lease queue whose mapping says more about readiness (issue 31; see sql/postgresql): the oldest
+-- free item below max_attempts, of at most :cap free items in enqueue-time order (an index on
+-- (enqueued_at, key) filtered WHERE lease IS NULL serves it).
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT MIN(l.enq)
+                                                FROM (SELECT TOP (:cap) {enqueued_at} AS enq,
+                                                             CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+                                                      FROM {table} WHERE {free}{open_and} ORDER BY {enqueued_at}, {key}) AS l
+                                                WHERE l.exhausted = 0),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       'oldest free item below max_attempts (of the first cap by enqueue time)' AS note
+-- @block lease_follow_runnable
+-- Age since the item became runnable: the later of enqueued_at and runnable_at (GREATEST needs SQL
+-- Server 2022: a CASE). Read TOP (:cap) in runnable_at order through an index that leads with it
+-- (see depth.sql), for the passed range and the NULL range; a scheduled item is never read.
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(CASE WHEN o.since IS NULL OR o.since > SYSUTCDATETIME() THEN 0
+                 ELSE DATEDIFF_BIG(MILLISECOND, o.since, SYSUTCDATETIME()) END / 1000.0 AS float) AS value,
+       'since runnable: the later of enqueued_at and runnable_at, of the ready items below max_attempts' AS note
+FROM (SELECT CASE WHEN d.since IS NULL OR z.since < d.since THEN z.since ELSE d.since END AS since
+      FROM (SELECT MIN(l.since) AS since
+            FROM (SELECT TOP (:cap) CASE WHEN {enqueued_at} IS NULL OR {runnable} > {enqueued_at} THEN {runnable}
+                                         ELSE {enqueued_at} END AS since,
+                         CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+                  FROM {table} WHERE {free} AND {runnable} <= SYSUTCDATETIME(){open_and} ORDER BY {runnable}) AS l
+            WHERE l.exhausted = 0) AS d
+      CROSS JOIN (SELECT MIN(l.enq) AS since
+                  FROM (SELECT TOP (:cap) {enqueued_at} AS enq, CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+                        FROM {table} WHERE {free} AND {runnable} IS NULL{open_and} ORDER BY {runnable}) AS l
+                  WHERE l.exhausted = 0) AS z) AS o

@@ -71,3 +71,48 @@ CROSS APPLY (VALUES
                                              N' ON ', :qualified_table, N' (', QUOTENAME(:status_name), N', ',
                                              QUOTENAME(:key_name), N')') END)
 ) AS v (metric, value, note)
+-- @block lease_follow
+-- A lease queue whose mapping says more about readiness (issue 31; see sql/postgresql): not stuck
+-- when failed ({failed}: error set and, with error_at, not older than the lease) or exhausted (at
+-- max_attempts). Same index as block lease.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}
+                                     WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())
+                                       AND NOT {failed} AND NOT {exhausted}{open_and}) AS l) AS n,
+             (SELECT TOP (1) {lease} FROM {table} WHERE {lease} IS NOT NULL AND NOT {failed} AND NOT {exhausted}{open_and}
+              ORDER BY {lease}) AS oldest) AS s
+CROSS JOIN (SELECT COUNT(*) AS n FROM sys.indexes AS i
+            JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal = 1
+            JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+            WHERE i.object_id = OBJECT_ID(:qualified_table) AND c.name = :lease_name AND i.is_disabled = 0
+              AND (i.has_filter = 0 OR i.filter_definition = CONCAT(N'(', QUOTENAME(:lease_name), N' IS NOT NULL)'))) AS ix
+CROSS APPLY (VALUES
+    ('stuck_leases', CAST(s.n AS float), CASE WHEN s.n >= :cap THEN 'at least (cap reached)' ELSE 'exact' END),
+    ('oldest_lease_age_s', CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, s.oldest, SYSUTCDATETIME()), 0) / 1000.0 AS float),
+     CASE WHEN s.oldest IS NULL THEN 'no leased item (failed and exhausted items excluded)' ELSE 'exact' END),
+    ('missing_index', CAST(CASE WHEN ix.n > 0 THEN 0 ELSE 1 END AS float),
+     CASE WHEN ix.n > 0 THEN N'' ELSE CONCAT(N'CREATE INDEX ', QUOTENAME(LEFT(CONCAT(N'IX_queueops_', :table_name, N'_', :lease_name), 128)),
+                                             N' ON ', :qualified_table, N' (', QUOTENAME(:lease_name), N') WHERE ',
+                                             QUOTENAME(:lease_name), N' IS NOT NULL') END)
+) AS v (metric, value, note)
+-- @block lease_follow_past
+-- lease_ready = "past": an expired lock is taken again by the library itself; stuck counts locks
+-- set further ahead than lease_timeout_s (see sql/postgresql/stuck_leases.sql).
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT COUNT(*) AS n FROM (SELECT TOP (:cap) 1 AS x FROM {table}
+                                  WHERE {lease} > DATEADD(SECOND, CAST(:lease_timeout_s AS int), SYSUTCDATETIME())
+                                    AND NOT {failed} AND NOT {exhausted}{open_and}) AS l) AS s
+CROSS JOIN (SELECT COUNT(*) AS n FROM sys.indexes AS i
+            JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal = 1
+            JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+            WHERE i.object_id = OBJECT_ID(:qualified_table) AND c.name = :lease_name AND i.is_disabled = 0
+              AND (i.has_filter = 0 OR i.filter_definition = CONCAT(N'(', QUOTENAME(:lease_name), N' IS NOT NULL)'))) AS ix
+CROSS APPLY (VALUES
+    ('stuck_leases', CAST(s.n AS float),
+     CASE WHEN s.n >= :cap THEN 'at least (cap reached)'
+          ELSE 'locks further ahead than lease_timeout_s (lease_ready = past: the library takes an expired lock again itself)' END),
+    ('missing_index', CAST(CASE WHEN ix.n > 0 THEN 0 ELSE 1 END AS float),
+     CASE WHEN ix.n > 0 THEN N'' ELSE CONCAT(N'CREATE INDEX ', QUOTENAME(LEFT(CONCAT(N'IX_queueops_', :table_name, N'_', :lease_name), 128)),
+                                             N' ON ', :qualified_table, N' (', QUOTENAME(:lease_name), N') WHERE ',
+                                             QUOTENAME(:lease_name), N' IS NOT NULL') END)
+) AS v (metric, value, note)

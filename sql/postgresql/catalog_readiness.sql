@@ -8,16 +8,15 @@ SELECT a.attname AS column_name, a.attnotnull AS not_null,
 FROM pg_attribute AS a
 WHERE a.attrelid = to_regclass(:qualified_table) AND a.attnum > 0 AND NOT a.attisdropped
 -- @block side_locks
--- Lock-like columns (lock, locked_at, locked_by, lease..., worker...) of the tables the queue
--- table references by a foreign key: a library that serialises named queues locks such a side row
--- too (graphile-worker's job_queues.locked_at), and an item is not taken while it is held.
-SELECT format('%I.%I', n.nspname, r.relname) AS side_table, a.attname AS side_column,
-       (SELECT string_agg(k.attname::text, ', ' ORDER BY k.attnum) FROM pg_attribute AS k
-        WHERE k.attrelid = c.conrelid AND k.attnum = ANY (c.conkey)) AS via
+-- Every column of the tables the queue table references by a foreign key, with the referencing
+-- column: queueops.readiness keeps the lock-like ones (lock, locked_at, locked_by, lease...,
+-- worker...). A library that serialises named queues locks such a side row too (graphile-worker's
+-- job_queues.locked_at), and an item is not taken while it is held.
+SELECT format('%I.%I', n.nspname, r.relname) AS side_table, a.attname AS side_column, k.attname AS via
 FROM pg_constraint AS c
 JOIN pg_class AS r ON r.oid = c.confrelid
 JOIN pg_namespace AS n ON n.oid = r.relnamespace
 JOIN pg_attribute AS a ON a.attrelid = c.confrelid AND a.attnum > 0 AND NOT a.attisdropped
+JOIN pg_attribute AS k ON k.attrelid = c.conrelid AND k.attnum = ANY (c.conkey)
 WHERE c.conrelid = to_regclass(:qualified_table) AND c.contype = 'f' AND c.confrelid <> c.conrelid
-  AND a.attname ~* '(^|_)(lock|locked|lease|leased|worker)(_|$)'
-ORDER BY 1, 2
+ORDER BY 1, 2, 3

@@ -370,10 +370,6 @@ def test_readiness_fields_are_refused_where_they_would_be_ignored(write_cfg) -> 
     with pytest.raises(config_mod.ConfigError, match="max_attempts needs attempts_column"):
         write_cfg(pg + '[[queues]]\nname = "l"\ntarget = "lab"\nkind = "lease"\ntable = "t"\nkey = "id"\n'
                   'lease_column = "l"\nmax_attempts = 5\n')
-    ms = '[[targets]]\nname = "lab"\ndialect = "mssql"\nurl = "mssql+pyodbc://u@h/db?driver=FreeTDS"\n'
-    with pytest.raises(config_mod.ConfigError, match="not supported on SQL Server targets yet"):
-        write_cfg(ms + '[[queues]]\nname = "l"\ntarget = "lab"\nkind = "lease"\ntable = "t"\nkey = "id"\n'
-                  'lease_column = "l"\nrunnable_at = "run_at"\n')
     ok = write_cfg(pg + '[[queues]]\nname = "l"\ntarget = "lab"\nkind = "lease"\ntable = "t"\nkey = "id"\n'
                    'lease_column = "l"\nattempts_column = "a"\nmax_attempts = 5\n')
     assert ok.queues[0].max_attempts == 5
@@ -402,3 +398,111 @@ def test_live_check_says_per_queue_whether_requeue_can_be_offered(lab: Lab, sche
     assert "queue 'timed_past': requeue can be offered (it sets \"locked_until\" = now())" in out
     assert "queue 'flagged': requeue can be offered (it sets \"leased_at\" = NULL, \"visible\" = true)" in out
     assert "error:" not in out, out
+
+
+MSSQL = """
+[[targets]]
+name = "sql"
+dialect = "mssql"
+url = "mssql+pyodbc://queueops@db.example:1433/jobs?driver=FreeTDS"
+
+[[queues]]
+name = "graphile"
+target = "sql"
+kind = "lease"
+table = "jobs"
+key = "id"
+enqueued_at = "created_at"
+lease_column = "locked_at"
+attempts_column = "attempts"
+max_attempts = "max_attempts"
+runnable_at = "run_at"
+owner_column = "locked_by"
+error_column = "last_error"
+error_at = "last_error_at"
+
+[[queues]]
+name = "tasks"
+target = "sql"
+kind = "lease"
+table = "tasks"
+key = "id"
+enqueued_at = "created_at"
+lease_column = "lock"
+lease_ready = "past"
+owner_column = "locked_by"
+attempts_column = "attempts"
+max_attempts = 5
+
+[[queues]]
+name = "messages"
+target = "sql"
+kind = "lease"
+table = "messages"
+key = "id"
+enqueued_at = "created_at"
+lease_column = "leased_at"
+ready_flag = "visible"
+"""
+
+
+def test_the_readiness_statements_render_as_t_sql_that_parses(tmp_path: Path) -> None:
+    """SQL Server cannot run here: every statement the readiness fields make is rendered exactly as
+    queueops renders it and parsed with sqlglot's tsql dialect, every placeholder bound."""
+    import sqlglot
+    from sqlglot import exp
+
+    from queueops import sqlfiles
+    from queueops.actions import requeue
+    from queueops.fragments import fragments_for
+
+    (tmp_path / "ms.toml").write_text(MSSQL)
+    cfg = config_mod.load(tmp_path / "ms.toml")
+
+    def parse(stmt: sqlfiles.Statement) -> str:
+        trees = sqlglot.parse(stmt.sql, read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
+        assert trees and all(t is not None for t in trees), stmt.sql
+        assert sum(len(list(t.find_all(exp.Placeholder))) for t in trees) == len(stmt.params), stmt.sql
+        return stmt.sql
+
+    texts = {}
+    for name in ("depth", "oldest_age_s", "stuck_leases"):
+        for q in cfg.queues:
+            stmt = runner.build_statement(registry.by_name(name), cfg.targets[0], [q])
+            assert stmt is not None, (name, q.name)
+            texts[(name, q.name)] = parse(stmt)
+    assert "[run_at] <= SYSUTCDATETIME()" in texts[("depth", "graphile")]
+    assert "count_scheduled" in texts[("depth", "graphile")]
+    assert "[attempts] >= [max_attempts]" in texts[("depth", "graphile")]
+    assert "[visible] = 1" in texts[("depth", "messages")]
+    assert "([lock] IS NULL OR [lock] <= SYSUTCDATETIME())" in texts[("depth", "tasks")]
+    assert "[last_error_at] IS NULL OR [locked_at] <= [last_error_at]" in texts[("stuck_leases", "graphile")]
+    assert "[lock] > DATEADD(SECOND, CAST(" in texts[("stuck_leases", "tasks")]
+    sqlf = sqlfiles.load("mssql", "actions/requeue")
+    for q in cfg.queues:
+        for bump in (False, True):
+            if bump and not q.attempts_column:
+                continue
+            follow, frags = requeue._follow(q, fragments_for(q, "mssql"), bump)
+            values = {**requeue._values(q, "2026-01-01", "mssql"), "limit_n": 10, "sample_n": 10, "batch_n": 10}
+            for block in (f"count_lease{follow}", f"sample_lease{follow}", f"batch_lease{follow}"):
+                texts[(block, q.name, bump)] = parse(sqlf.render(block, frags, values))
+    assert "UPDATE picked SET [locked_at] = NULL, [locked_by] = NULL OUTPUT" in " ".join(
+        texts[("batch_lease_follow", "graphile", False)].split())
+    assert "SET [lock] = SYSUTCDATETIME(), [locked_by] = NULL, [attempts] = [attempts] + 1" in \
+        texts[("batch_lease_follow_past", "tasks", True)]
+    assert "[attempts] + 1 >= 5" in texts[("batch_lease_follow_past", "tasks", True)]
+    assert "SET [leased_at] = NULL, [visible] = 1" in texts[("batch_lease_follow", "messages", False)]
+    for block in ("columns", "side_locks"):
+        parse(sqlfiles.load("mssql", "catalog_readiness").render(block, {}, {"qualified_table": "[dbo].[jobs]"}))
+
+
+def test_index_advice_for_runnable_at_names_the_run_at_index(tmp_path: Path) -> None:
+    from queueops import indexadvice
+
+    (tmp_path / "ms.toml").write_text(MSSQL)
+    q = config_mod.load(tmp_path / "ms.toml").queues[0]
+    need = indexadvice.needed("depth", q)
+    assert need is not None and need.columns == ("run_at",) and need.where == "locked_at IS NULL"
+    assert "([run_at]) WHERE [locked_at] IS NULL" in indexadvice.create_index(q, need, "mssql")
+    assert indexadvice.served(need, [indexadvice.Index("IX_run", ("run_at",), "([locked_at] IS NULL)")])

@@ -100,3 +100,49 @@ WITH picked AS (
 UPDATE picked SET {status} = :ready_value, {status_changed_at} = SYSUTCDATETIME(), {attempts} = {attempts} + 1
 OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{status_changed_at}) INTO @queueops_out;
 SELECT o.item, o.observed FROM @queueops_out AS o
+-- Lease queues whose mapping says more about readiness (issue 31): the *_follow blocks (see
+-- sql/postgresql/actions/requeue.sql). {release_set} writes every column that decides readiness
+-- (the lease NULL, or SYSUTCDATETIME() for a lock-until lease; owner_column NULL; ready_flag 1);
+-- the updatable CTE selects those columns ({release_cols}{bump_col}). Failed ({failed}) and
+-- exhausted ({live} false) items are never released. Same hints as the lease blocks: READPAST
+-- skips rows a dequeuer holds, UPDLOCK makes the read and the write one step.
+-- @block count_lease_follow
+SELECT COUNT(*) AS n FROM (
+    SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK)
+    WHERE {lease} < :cutoff AND NOT {failed} AND {live}{open_and}) AS s
+-- @block sample_lease_follow
+SELECT TOP (:sample_n) {key} AS item, {lease} AS observed,
+       DATEDIFF(SECOND, {lease}, SYSUTCDATETIME()) AS lease_age_s
+FROM {table} WITH (NOLOCK) WHERE {lease} < :cutoff AND NOT {failed} AND {live}{open_and}
+ORDER BY {lease}, {key}
+-- @block batch_lease_follow
+DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
+WITH picked AS (
+    SELECT TOP (:batch_n) {key}, {release_cols}{bump_col}
+    FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
+    WHERE {lease} < :cutoff AND NOT {failed} AND {live}{open_and}
+    ORDER BY {lease}, {key})
+UPDATE picked SET {release_set}{bump_set}
+OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
+SELECT o.item, o.observed FROM @queueops_out AS o
+-- lease_ready = "past": :cutoff is the server's UTC clock PLUS lease_timeout_s; a lock set further
+-- ahead is released to SYSUTCDATETIME(), which the library's lock < SYSUTCDATETIME() then takes.
+-- @block count_lease_follow_past
+SELECT COUNT(*) AS n FROM (
+    SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK)
+    WHERE {lease} > :cutoff AND NOT {failed} AND {live}{open_and}) AS s
+-- @block sample_lease_follow_past
+SELECT TOP (:sample_n) {key} AS item, {lease} AS observed,
+       DATEDIFF(SECOND, SYSUTCDATETIME(), {lease}) AS lock_ahead_s
+FROM {table} WITH (NOLOCK) WHERE {lease} > :cutoff AND NOT {failed} AND {live}{open_and}
+ORDER BY {lease} DESC, {key}
+-- @block batch_lease_follow_past
+DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
+WITH picked AS (
+    SELECT TOP (:batch_n) {key}, {release_cols}{bump_col}
+    FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
+    WHERE {lease} > :cutoff AND NOT {failed} AND {live}{open_and}
+    ORDER BY {lease} DESC, {key})
+UPDATE picked SET {release_set}{bump_set}
+OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
+SELECT o.item, o.observed FROM @queueops_out AS o
