@@ -103,6 +103,12 @@ def coverage(q: Queue) -> list[Finding]:
     if timeout:
         out.append(Finding("warning", q.name, "lease_timeout_s", f"{q.lease_timeout_s:g}", timeout,
                            "raise it above the library's limit, or remove the override"))
+    if q.kind == "lease" and q.error_column and not q.error_at and q.max_attempts is not None:
+        out.append(Finding("warning", q.name, "error_at", "", f"error_column {q.error_column!r} without error_at: "
+                           "an item whose lease and error are both set counts as failed, so a job retried with its "
+                           "last error kept (and leased again) is never a stuck lease and never requeued",
+                           "map error_at to the column set when the error is written (max_attempts says the library "
+                           "retries; most keep the last error while a retry runs)"))
     if q.kind == "lease" and not q.error_column:
         out.append(Finding("warning", q.name, "error_column", "", "no error column: an item that failed and kept "
                            "its lease counts as a stuck lease", "map error_column if failed items stay leased"))

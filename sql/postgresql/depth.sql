@@ -196,6 +196,9 @@ CROSS JOIN LATERAL (VALUES
      CASE WHEN n.seen < :cap THEN 'exact (free items at max_attempts)' ELSE 'at least (cap of free items read)' END),
     ('count_leased', CASE WHEN n.seen < :cap AND n.total < :cap THEN n.total - n.seen END::float8,
      CASE WHEN n.seen < :cap AND n.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
+    ('count_failed', (greatest(c.reltuples, 0) * (1 - c.error_null_frac))::float8,
+     CASE WHEN c.error_null_frac IS NULL THEN 'no error column or no statistics'
+          ELSE 'estimate (pg_stats null_frac of the error column)' END),
     ('rows_total', CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
                         ELSE greatest(n.total, c.reltuples) END::float8,
      CASE WHEN n.total < :cap THEN 'exact'
@@ -238,6 +241,9 @@ CROSS JOIN LATERAL (VALUES
     ('count_leased', CASE WHEN n.exact AND n.scheduled < :cap AND n.total < :cap
                           THEN n.total - n.seen - n.scheduled END::float8,
      CASE WHEN n.exact AND n.scheduled < :cap AND n.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
+    ('count_failed', (greatest(c.reltuples, 0) * (1 - c.error_null_frac))::float8,
+     CASE WHEN c.error_null_frac IS NULL THEN 'no error column or no statistics'
+          ELSE 'estimate (pg_stats null_frac of the error column)' END),
     ('rows_total', CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
                         ELSE greatest(n.total, c.reltuples) END::float8,
      CASE WHEN n.total < :cap THEN 'exact'

@@ -167,6 +167,7 @@ def test_a_retried_job_keeping_its_last_error_is_stuck_and_requeued(lab: Lab, sc
     cfg = _cfg(lab, write_cfg, tmp_path, _jobs_queue(schema, FOLLOW + 'error_column = "last_error"\n'
                                                      'error_at = "last_error_at"\n', timeout_s=5))
     assert _collect(cfg, "stuck_leases")["stuck_leases"] == (1, "exact")
+    assert _collect(cfg, "depth")["count_failed"][1] != ""  # still reported beside the readiness counts
     plan = actions.plan(cfg, "requeue", "jobs")
     assert plan.preview.row_count == 1
     result = actions.execute(cfg, plan)
@@ -381,6 +382,7 @@ def test_live_check_says_per_queue_whether_requeue_can_be_offered(lab: Lab, sche
     _setup(lab, schema, SIDE)
     _setup(lab, schema, NOT_NULL.replace(".jobs", ".timed"))
     _setup(lab, schema, VISIBLE)
+    _setup(lab, schema, JOBS.replace(".jobs", ".gjobs"))
 
     def q(name: str, table: str, lease: str, extra: str = "") -> str:
         return (f'[[queues]]\nname = "{name}"\ntarget = "lab"\nkind = "lease"\nschema = "{schema}"\n'
@@ -389,7 +391,9 @@ def test_live_check_says_per_queue_whether_requeue_can_be_offered(lab: Lab, sche
     path = tmp_path / "check.toml"
     path.write_text(read_only_target(lab) + q("named", "jobs", "locked_at") + q("timed", "timed", "locked_until")
                     + q("timed_past", "timed", "locked_until", 'lease_ready = "past"\n')
-                    + q("flagged", "messages", "leased_at", 'ready_flag = "visible"\n'))
+                    + q("flagged", "messages", "leased_at", 'ready_flag = "visible"\n')
+                    + q("retrying", "gjobs", "locked_at", 'error_column = "last_error"\nattempts_column = "attempts"\n'
+                        'max_attempts = "max_attempts"\nrunnable_at = "run_at"\n'))
     proc = live(path)
     out = proc.stdout
     assert "queue 'named': requeue not offered: readiness also depends on" in out and "job_queues.locked_at" in out
@@ -397,6 +401,7 @@ def test_live_check_says_per_queue_whether_requeue_can_be_offered(lab: Lab, sche
     assert re.search(r"warning: queue 'timed': lease_column = 'locked_until': its comment says .*lock-until", out)
     assert "queue 'timed_past': requeue can be offered (it sets \"locked_until\" = now())" in out
     assert "queue 'flagged': requeue can be offered (it sets \"leased_at\" = NULL, \"visible\" = true)" in out
+    assert "warning: queue 'retrying': error_at = '': error_column 'last_error' without error_at" in out
     assert "error:" not in out, out
 
 
