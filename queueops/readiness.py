@@ -20,12 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueops import sqlfiles
+from queueops import engine, sqlfiles
 from queueops.config import Queue
-from queueops.fragments import qualified_name
+from queueops.fragments import fragments_for, qualified_name
 
 # A lease column named or described like this holds when the lock ends, not when it began.
 LOCK_UNTIL = re.compile(r"until|expir|visible|invisible|(^|_)vt($|_)|timeout|deadline", re.I)
+# A lease this far ahead of the database clock is not a taken-at time (clock skew between a
+# consumer and the database stays well under a minute): it is a lock-until time.
+AHEAD_S = 60.0
 # A column of a referenced table that looks like a lock on it (names in snake_case after camel
 # case is split: LockedBy -> locked_by).
 SIDE_LOCK = re.compile(r"(^|_)(lock|locked|lease|leased|worker)(_|$)")
@@ -42,6 +45,7 @@ class Facts:
     not_null: frozenset[str] = frozenset()
     comments: dict[str, str] = field(default_factory=dict)
     side_locks: tuple[tuple[str, str, str], ...] = ()  # (side table, its lock column, our FK columns)
+    lease_ahead_s: float | None = None  # how far the furthest lease lies ahead of the database clock
 
 
 def read(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], q: Queue, dialect: str) -> Facts:
@@ -54,9 +58,16 @@ def read(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], q: Queue, di
     for r in sorted(rows, key=lambda r: (r["side_table"], r["side_column"], r["via"])):
         if SIDE_LOCK.search(_snake(r["side_column"])):
             via.setdefault((r["side_table"], r["side_column"]), []).append(r["via"])
+    ahead = None
+    if q.kind == "lease" and q.lease_column and cols:
+        try:
+            ahead = run(sqlf.render("lease_ahead", fragments_for(q, dialect), {}))[0]["ahead_s"]
+        except engine.TargetError:
+            ahead = None  # a lease column that is no time (config check reports its type): unknown
     return Facts(frozenset(r["column_name"] for r in cols if r["not_null"]),
                  {r["column_name"]: r["comment"] for r in cols if r["comment"]},
-                 tuple((t, c, ", ".join(dict.fromkeys(v))) for (t, c), v in via.items()))
+                 tuple((t, c, ", ".join(dict.fromkeys(v))) for (t, c), v in via.items()),
+                 None if ahead is None else float(ahead))
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,12 @@ def requeue_verdict(q: Queue, facts: Facts) -> Verdict:
                        "runs, and requeue cannot release it, so a released job would still not be taken",
                        "lease_column", lease, f"release {table}.{column} with the library's own tooling",
                        tuple(warnings))
+    if q.lease_ready == "null" and facts.lease_ahead_s is not None and facts.lease_ahead_s > AHEAD_S:
+        return Verdict(f"the lease column {lease!r} holds a time {facts.lease_ahead_s:.0f} s ahead of the database "
+                       "clock: it is a lock-until time (a taken-at time is never ahead), and the library takes an "
+                       "item whose lock has passed; lease_ready = \"null\" would release to NULL, which such a "
+                       "library never takes", "lease_column", lease,
+                       "set lease_ready = \"past\"", tuple(warnings))
     if q.lease_ready == "null" and lease in facts.not_null:
         return Verdict(f"the lease column {lease!r} is NOT NULL, while lease_ready = \"null\" makes requeue set "
                        "it NULL: the release would fail", "lease_column", lease,

@@ -18,3 +18,9 @@ FROM sys.foreign_key_columns AS fkc
 JOIN sys.columns AS pc ON pc.object_id = fkc.parent_object_id AND pc.column_id = fkc.parent_column_id
 JOIN sys.columns AS c ON c.object_id = fkc.referenced_object_id
 WHERE fkc.parent_object_id = OBJECT_ID(:qualified_table) AND fkc.referenced_object_id <> fkc.parent_object_id
+-- @block lease_ahead
+-- How far ahead of the UTC clock the furthest lease lies (see sql/postgresql/catalog_readiness.sql):
+-- TOP (1) from the far end of an index that leads with the lease column; NOLOCK, as the previews.
+SELECT CAST(DATEDIFF_BIG(SECOND, SYSUTCDATETIME(),
+                         (SELECT TOP (1) {lease} FROM {table} WITH (NOLOCK) WHERE {lease} IS NOT NULL{open_and}
+                          ORDER BY {lease} DESC)) AS float) AS ahead_s

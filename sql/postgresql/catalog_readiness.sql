@@ -20,3 +20,9 @@ JOIN pg_attribute AS a ON a.attrelid = c.confrelid AND a.attnum > 0 AND NOT a.at
 JOIN pg_attribute AS k ON k.attrelid = c.conrelid AND k.attnum = ANY (c.conkey)
 WHERE c.conrelid = to_regclass(:qualified_table) AND c.contype = 'f' AND c.confrelid <> c.conrelid
 ORDER BY 1, 2, 3
+-- @block lease_ahead
+-- How far ahead of the clock the furthest lease lies: a column that records when an item was taken
+-- never holds a time minutes ahead, a lock-until column does (its lease is when the lock ends).
+-- One row from the far end of an index that leads with the lease column (stuck_leases needs it too).
+SELECT extract(epoch FROM (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL{open_and}
+                           ORDER BY {lease} DESC LIMIT 1) - now())::float8 AS ahead_s

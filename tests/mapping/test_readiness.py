@@ -108,7 +108,8 @@ def test_depth_counts_neither_scheduled_nor_exhausted_jobs(lab: Lab, schema: str
     _sql(lab, schema, "DELETE FROM @S.jobs WHERE attempts < max_attempts")
     _sql(lab, schema, "INSERT INTO @S.jobs (run_at, attempts, max_attempts) SELECT now() - interval '1 hour', 3, 3 "
                       "FROM generate_series(1, 2)")
-    assert _collect(_cfg(lab, write_cfg, tmp_path, _jobs_queue(schema)), "depth")["depth"][0] == 5  # before
+    before = _collect(_cfg(lab, write_cfg, tmp_path, _jobs_queue(schema)), "depth", "oldest_age_s")
+    assert before["depth"][0] == 5 and before["oldest_age_s"][0] > 3000  # before: an age that only grows
     got = _collect(cfg, "depth", "oldest_age_s")
     assert got["depth"] == (0, "exact") and got["count_exhausted"][0] == 5 and got["oldest_age_s"][0] == 0
 
@@ -235,15 +236,20 @@ def _lock_until_dequeue(conn: psycopg.Connection, schema: str) -> int | None:
 def test_a_lock_until_lease_is_ready_once_passed_and_requeue_sets_it_to_now(lab: Lab, schema: str, write_cfg,  # noqa: ANN001
                                                                              tmp_path: Path) -> None:
     _setup(lab, schema, TASKS)
-    # 24 waiting tasks (their lock passed), 4 held by a lock a day ahead (a dead worker's), 2 running.
+    # 24 waiting tasks (their lock passed).
     _sql(lab, schema, "INSERT INTO @S.tasks (\"lock\") SELECT now() - interval '10 minutes' FROM generate_series(1, 24)")
+    before = _cfg(lab, write_cfg, tmp_path, _tasks_queue(schema))
+    old = actions.plan(before, "requeue", "jobs")
+    # The finding, which the mapping of before still makes while no lock lies ahead to show what
+    # the column means: 24 waiting tasks to be set NULL (never run again).
+    assert old.preview.row_count == 24 and '"lock" = NULL' in old.preview.sql
+    # 4 held by a lock a day ahead (a dead worker's), 2 running: now the column shows what it is.
     _sql(lab, schema, "INSERT INTO @S.tasks (\"lock\", locked_by) SELECT now() + interval '1 day', 'dead' "
                       "FROM generate_series(1, 4)")
     _sql(lab, schema, "INSERT INTO @S.tasks (\"lock\", locked_by) SELECT now() + interval '30 s', 'live' "
                       "FROM generate_series(1, 2)")
-    before = _cfg(lab, write_cfg, tmp_path, _tasks_queue(schema))
-    old = actions.plan(before, "requeue", "jobs")
-    assert old.preview.row_count == 24 and '"lock" = NULL' in old.preview.sql  # the finding
+    with pytest.raises(NotOffered, match=r"'lock' holds a time \d+ s ahead .*lock-until.*lease_ready = \"past\""):
+        actions.plan(before, "requeue", "jobs")
     cfg = _cfg(lab, write_cfg, tmp_path, _tasks_queue(schema, 'lease_ready = "past"\nowner_column = "locked_by"\n'))
     got = _collect(cfg, "depth", "stuck_leases")
     assert got["depth"] == (24, "exact") and got["stuck_leases"][0] == 4
