@@ -316,7 +316,10 @@ def test_text_values_are_compared_as_varchar_so_the_index_is_sought(tmp_path: Pa
     # Archive: the batch's DELETE re-checks the done statuses and seeks the picked keys (text keys cast too).
     steps = archive._steps(odd, ArchiveOptions(), archive._frags(odd, "mssql", {}), "mssql",
                            {"cutoff": "2026-01-01", "done_values": coltypes.bind_compared_values(["done"], "mssql")},
-                           10, ["k-1", "k-2", 3])
+                           10, ["k-1", "k-2", 3], binding={"keys": ["k-1", "k-2", 3], "last_key": None},
+                           chunk=["k-1", "k-2", 3])
+    pick = parse(steps[0].statement)  # the previewed keys the batch may take: text keys cast too
+    assert [[_kind(e) for e in el] for el in _status_in_lists(pick, "Id")] == [["VARCHAR(8000)"] * 2 + ["bound"]]
     delete = parse(next(s.statement for s in steps if s.label == "delete queue rows"))
     assert [[_kind(e) for e in el] for el in _status_in_lists(delete, "State")] == [["VARCHAR(8000)"]]
     assert [[_kind(e) for e in el] for el in _status_in_lists(delete, "Id")] == [["VARCHAR(8000)"] * 2 + ["bound"]]
