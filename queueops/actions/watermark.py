@@ -1,10 +1,18 @@
 """watermark-reset: move the watermark back to (lowest pending key - buffer), releasing stranded items.
 
 Items whose key is below the watermark are never dequeued again (the dequeue scans keys >=
-watermark): ``watermark_drift < 0``. The reset writes the new value only if the watermark still
-holds the value the preview observed (compare-and-set), so a concurrent update -- a dequeuer
-moving it, another reset -- is never overwritten; the execution then reports a conflict and
-writes nothing.
+watermark): ``watermark_drift < 0``. What the operator confirms is the new value, and how it is
+written depends on the direction:
+
+* **Back** (the usual reset: releasing stranded items). A lower watermark never strands anything,
+  it only makes the dequeue scan more keys, so the confirmed value is written whatever the
+  consumers did between preview and confirmation -- on a live queue they move the watermark
+  forward every few seconds, and a compare-and-set on the previewed old value failed every time
+  from the console (issue 32). The row is locked and read first, so the result says where it had
+  moved; a watermark found already at or behind the confirmed value is left as it is.
+* **Forward** (nothing pending below the new value). Moving it forward would strand an item that
+  came back below it meanwhile, so it stays a compare-and-set on the previewed old value: a
+  concurrent update wins, and the execution reports a conflict and writes nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from queueops import coltypes
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import new_watermark
 from queueops.actions.model import SAMPLE_ROWS, ActionError, Conflict, Plan, Preview, Step, WatermarkOptions
+from queueops.actions.session import transaction
 from queueops.config import Queue
 from queueops.fragments import fragments_for
 
@@ -69,8 +78,9 @@ def plan(ctx: PlanContext) -> Plan:
     stranded = int(obs["stranded"])
     sample = ctx.session.run(sqlf.render(f"sample_{q.kind}", frags,
                                          {**_pending(q, ctx.dialect), "old_value": old, "sample_n": SAMPLE_ROWS}))
-    apply = sqlf.render("apply", frags, {"new_value": new, "old_value": old})
     changes = new != old
+    back = new < old
+    steps = _steps(sqlf, frags, new, old, back)
     warnings = []
     if not changes:
         warnings.append(f"nothing to do: the watermark already is {old}")
@@ -81,29 +91,55 @@ def plan(ctx: PlanContext) -> Plan:
     drift_after = None if lowest is None else int(lowest) - int(new)
     summary = (f"set watermark {q.watermark.table}.{q.watermark.column} of queue {q.name!r} from {old} to {new} "
                f"(lowest pending key {lowest if lowest is not None else 'none: queue empty'}, buffer {buffer}), "
-               f"releasing {stranded} stranded item(s); only if it still is {old}")
+               f"releasing {stranded} stranded item(s); "
+               + (f"written even if consumers have moved it forward since (a lower watermark strands nothing), "
+                  f"never over a value already below {new}" if back else f"only if it still is {old}"))
     row = {"old_value": old, "new_value": new, "lowest_pending": lowest, "buffer": buffer,
            "stranded": stranded, "drift_before": drift_before, "drift_after": drift_after}
     preview = Preview(
         action="watermark-reset", queue=q.name, target=q.target, dialect=ctx.dialect, summary=summary,
-        steps=[Step("compare-and-set", apply)], rows=[row], row_count=1 if changes else 0, warnings=warnings,
+        steps=steps, rows=[row], row_count=1 if changes else 0, warnings=warnings,
         destructive=False, details={**row, "stranded_items": sample},
     )
     return Plan("watermark-reset", q, ctx.target, opts, preview,
                 observed={"old_value": old, "new_value": new, "changes": changes})
 
 
+def _steps(sqlf: Any, frags: dict[str, str], new: Any, old: Any, back: bool) -> list[Step]:
+    if back:
+        return [Step("lock", sqlf.render("lock", frags, {})),
+                Step("move back", sqlf.render("move_back", frags, {"new_value": new}))]
+    return [Step("compare-and-set", sqlf.render("apply", frags, {"new_value": new, "old_value": old}))]
+
+
 def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     q = plan.queue
-    if not plan.observed["changes"]:
-        return [{"old_value": plan.observed["old_value"], "new_value": plan.observed["new_value"], "written": False}]
     old, new = plan.observed["old_value"], plan.observed["new_value"]
-    stmt = runner.sql("watermark_reset").render("apply", fragments_for(q, runner.dialect),
-                                                {"new_value": new, "old_value": old})
-    rows = runner.execute(stmt, step="compare-and-set", obj=fragments_for(q, runner.dialect).get("wm_table", ""))
-    if not rows:
-        raise Conflict(f"the watermark no longer is {old} (someone changed it after the preview): nothing was "
-                       "written; preview again")
+    if not plan.observed["changes"]:
+        return [{"old_value": old, "new_value": new, "written": False}]
+    frags = fragments_for(q, runner.dialect)
+    steps = _steps(runner.sql("watermark_reset"), frags, new, old, new < old)
+    obj = frags.get("wm_table", "")
+    if new < old:
+        with transaction(runner.session):
+            found = runner.execute(steps[0].statement, step=steps[0].label, obj=obj)
+            now = found[0]["value"] if found else None
+            if now is None or now <= new:
+                runner.note(f"the watermark already is {now}, at or behind the confirmed {new} (someone moved it "
+                            "back since the preview): nothing was written")
+                return [{"old_value": now, "new_value": new, "written": False}]
+            rows = runner.execute(steps[1].statement, step=steps[1].label, obj=obj)
+            if not rows:  # impossible under the row lock just taken; never report a write that did not happen
+                raise Conflict(f"the watermark ({now}) could not be moved back to {new}: nothing was written")
+        if now != old:
+            runner.note(f"the watermark had moved from {old} to {now} since the preview (consumers advance it); "
+                        f"it was set to the confirmed {new}")
+    else:
+        rows = runner.execute(steps[0].statement, step=steps[0].label, obj=obj)
+        if not rows:
+            raise Conflict(f"the watermark no longer is {old} (someone changed it after the preview): nothing was "
+                           "written; a forward move is only made over the value the preview saw: preview again")
+        now = old
     runner.committed(len(rows))
-    runner.report("done", done=1, total=1, rows=len(rows), message=f"watermark {old} -> {new}")
-    return [{"old_value": old, "new_value": rows[0]["new_value"], "written": True}]
+    runner.report("done", done=1, total=1, rows=len(rows), message=f"watermark {now} -> {new}")
+    return [{"old_value": now, "new_value": rows[0]["new_value"], "written": True}]

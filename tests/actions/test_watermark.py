@@ -1,4 +1,5 @@
-"""watermark-reset on the real PostgreSQL: stranded items come back; concurrent updates always win."""
+"""watermark-reset on the real PostgreSQL: stranded items come back; a move back is written over
+whatever the consumers did meanwhile, a move forward only over the previewed value."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def test_reset_releases_stranded_items(acts) -> None:  # noqa: ANN001
     assert p.rows[0] == {"old_value": 61, "new_value": 1, "lowest_pending": 1, "buffer": 0, "stranded": 60,
                          "drift_before": -60, "drift_after": 0}
     assert p.row_count == 1 and [r["item"] for r in p.details["stranded_items"]] == list(range(1, 61))
-    assert p.params == [1, 61] and "WHERE \"low_key\" = %s" in p.sql
+    assert [st.label for st in p.steps] == ["lock", "move back"]
+    assert list(p.steps[1].statement.params) == [1, 1] and 'WHERE "low_key" >= %s' in p.steps[1].statement.sql
     r = actions.execute(cfg, plan)
     assert (r.outcome, r.rows_affected) == ("ok", 1)
     assert _wm(acts) == 1
@@ -66,25 +68,60 @@ def test_buffer_and_empty_queue(acts) -> None:  # noqa: ANN001
     assert actions.execute(cfg, plan).rows_affected == 0
 
 
-def test_an_update_after_the_preview_is_never_overwritten(acts) -> None:  # noqa: ANN001
+def test_consumers_moving_the_watermark_forward_do_not_stop_a_reset(acts) -> None:  # noqa: ANN001
+    """Issue 32: on the live lab consumers move the watermark ~10 keys between preview and
+    confirmation, and a compare-and-set on the previewed value failed every time from the console.
+    Moving it back strands nothing, so the confirmed value is written and the result says where the
+    watermark had moved."""
     acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 20)")
     acts.sql("UPDATE @wm SET low_key = 15")
     cfg = acts.config()
     plan = actions.plan(cfg, "watermark-reset", "delete")
     acts.sql("UPDATE @wm SET low_key = 18")  # a dequeuer moved it meanwhile
     r = actions.execute(cfg, plan)
-    assert r.outcome == "failed" and r.rows_affected == 0
-    assert "conflict" in r.error and "no longer is 15" in r.error
-    assert _wm(acts) == 18
+    assert (r.outcome, r.rows_affected) == ("ok", 1), r.error
+    assert _wm(acts) == 1
+    assert any("had moved from 15 to 18" in n for n in r.notes), r.notes
+    assert r.rows == [{"old_value": 18, "new_value": 1, "written": True}]
     rec = audit.entry(open_engine(cfg), r.audit_id)
-    assert rec["outcome"] == "failed" and "no longer is 15" in rec["error"]
+    assert rec["outcome"] == "ok" and "had moved from 15 to 18" in rec["error"]
+    assert sorted(_drain(acts)) == list(range(1, 21))  # every stranded item dequeues
+
+
+def test_a_watermark_already_moved_further_back_is_never_moved_forward(acts) -> None:  # noqa: ANN001
+    acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 20)")
+    acts.sql("DELETE FROM @del WHERE id < 10")
+    acts.sql("UPDATE @wm SET low_key = 15")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "watermark-reset", "delete")
+    assert plan.preview.rows[0]["new_value"] == 10
+    acts.sql("UPDATE @wm SET low_key = 3")  # another reset, by hand, went further back
+    r = actions.execute(cfg, plan)
+    assert (r.outcome, r.rows_affected) == ("ok", 0), r.error
+    assert _wm(acts) == 3 and any("already is 3" in n for n in r.notes), r.notes
+
+
+def test_a_forward_move_is_only_made_over_the_previewed_value(acts) -> None:  # noqa: ANN001
+    """Forward (nothing pending below the new value) stays a compare-and-set: an item that came back
+    below the new value meanwhile would be stranded by it."""
+    acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 20)")
+    acts.sql("DELETE FROM @del WHERE id < 12")
+    acts.sql("UPDATE @wm SET low_key = 5")
+    cfg = acts.config()
+    plan = actions.plan(cfg, "watermark-reset", "delete")
+    assert plan.preview.rows[0]["new_value"] == 12 and [st.label for st in plan.preview.steps] == ["compare-and-set"]
+    acts.sql("UPDATE @wm SET low_key = 7")
+    r = actions.execute(cfg, plan)
+    assert r.outcome == "failed" and r.rows_affected == 0
+    assert "conflict" in r.error and "no longer is 5" in r.error
+    assert _wm(acts) == 7
 
 
 @pytest.mark.parametrize("hold_s", [0.2, 1.5])
-def test_a_reset_racing_a_concurrent_update_does_not_overwrite_it(acts, hold_s: float) -> None:  # noqa: ANN001
+def test_a_reset_racing_a_concurrent_update_waits_for_it_or_gives_up(acts, hold_s: float) -> None:  # noqa: ANN001
     """The concurrent update holds the watermark row while the reset runs. Committing within the
-    lock timeout (0.5 s): the reset re-checks the new value and writes nothing. Holding longer:
-    the reset gives up at its lock timeout. Either way the concurrent value stays."""
+    lock timeout (0.5 s): the reset then reads the new value under its own lock and moves it back.
+    Holding longer: the reset gives up at its lock timeout and the concurrent value stays."""
     acts.sql("INSERT INTO @del (payload) SELECT 'x' FROM generate_series(1, 20)")
     acts.sql("UPDATE @wm SET low_key = 15")
     cfg = acts.config()
@@ -103,9 +140,12 @@ def test_a_reset_racing_a_concurrent_update_does_not_overwrite_it(acts, hold_s: 
     holding.wait(5)
     r = actions.execute(cfg, plan)
     t.join()
-    assert r.outcome == "failed" and r.rows_affected == 0
-    assert ("no longer is 15" in r.error) if hold_s < 0.5 else ("lock timeout" in r.error)
-    assert _wm(acts) == 19
+    if hold_s < 0.5:
+        assert (r.outcome, r.rows_affected) == ("ok", 1), r.error
+        assert _wm(acts) == 1 and any("from 15 to 19" in n for n in r.notes)
+    else:
+        assert r.outcome == "failed" and r.rows_affected == 0 and "lock timeout" in r.error
+        assert _wm(acts) == 19
 
 
 def test_queues_without_a_watermark_are_refused(acts) -> None:  # noqa: ANN001
@@ -129,5 +169,5 @@ def test_the_reset_writes_the_previewed_value_whatever_moved_since(acts) -> None
     assert _wm(acts) == 1  # the previewed value, not the lowest pending key now (11)
     from queueops.actions import executor
 
-    cas = [c for c in executor.commands(open_engine(cfg), r.audit_id) if c["step"] == "compare-and-set"]
-    assert len(cas) == 1 and cas[0]["params"] == "[1,61]" and cas[0]["rows"] == 1
+    back = [c for c in executor.commands(open_engine(cfg), r.audit_id) if c["step"] == "move back"]
+    assert len(back) == 1 and back[0]["params"] == "[1,1]" and back[0]["rows"] == 1

@@ -102,10 +102,19 @@ def test_watermark_reset_and_a_concurrent_update(act) -> None:  # noqa: ANN001
     assert c["watermark"] == c["delete_lowest"]
     server.run(conn, "set_watermark", "actions", value=999)
     plan = actions.plan(cfg, "watermark-reset", "delete")
-    server.run(conn, "set_watermark", "actions", value=1000)
+    server.run(conn, "set_watermark", "actions", value=1000)  # consumers moved it forward meanwhile
+    r = actions.execute(cfg, plan)  # a move back is written over it (issue 32), and says so
+    assert r.outcome == "ok" and any("had moved from 999 to 1000" in n for n in r.notes), (r.error, r.notes)
+    c = counts(server, conn)
+    assert c["watermark"] == c["delete_lowest"]
+    # a move forward stays a compare-and-set on the previewed value
+    server.run(conn, "set_watermark", "actions", value=0)
+    plan = actions.plan(cfg, "watermark-reset", "delete")
+    assert plan.preview.rows[0]["new_value"] > 0
+    server.run(conn, "set_watermark", "actions", value=1)
     r = actions.execute(cfg, plan)
-    assert r.outcome == "failed" and "no longer is 999" in r.error
-    assert counts(server, conn)["watermark"] == 1000
+    assert r.outcome == "failed" and "no longer is 0" in r.error
+    assert counts(server, conn)["watermark"] == 1
 
 
 def test_rebuild_chooses_by_fragmentation_and_runs(act) -> None:  # noqa: ANN001

@@ -36,6 +36,18 @@ SELECT TOP (:sample_n) {key} AS item FROM {table} WITH (NOLOCK) WHERE {key} < :o
 -- @block sample_status
 SELECT TOP (:sample_n) {key} AS item, {status} AS status FROM {table} WITH (NOLOCK)
 WHERE {status} IN (:pending_values) AND {key} < :old_value ORDER BY {key}
+-- @block lock
+-- A reset that moves the watermark back: the row is locked (UPDLOCK, held to the end of the
+-- transaction by HOLDLOCK) and read first, in one transaction with move_back.
+SELECT {wm_column} AS value FROM {wm_table} WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
+-- @block move_back
+-- Moving the watermark back never strands an item, so the confirmed value is written whatever the
+-- consumers did meanwhile, but only over a value at or ahead of it (never forward).
+DECLARE @queueops_back TABLE (new_value bigint NOT NULL);
+UPDATE {wm_table} SET {wm_column} = :new_value
+OUTPUT inserted.{wm_column} INTO @queueops_back
+WHERE {wm_column} >= :new_value;
+SELECT o.new_value FROM @queueops_back AS o
 -- @block apply
 -- Compare-and-set: written only if the watermark still holds the value the preview observed.
 -- OUTPUT ... INTO a table variable: OUTPUT without INTO fails (Msg 334) on a table with a trigger.

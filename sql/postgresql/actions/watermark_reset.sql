@@ -35,9 +35,22 @@ SELECT {key} AS item FROM {table} WHERE {key} < :old_value ORDER BY {key} LIMIT 
 -- @block sample_status
 SELECT {key} AS item, {status} AS status FROM {table}
 WHERE {status} IN (:pending_values) AND {key} < :old_value ORDER BY {key} LIMIT :sample_n
+-- @block lock
+-- A reset that moves the watermark back: the row is locked and read first (one transaction with
+-- move_back), so the result can say where the consumers had moved it since the preview.
+SELECT {wm_column} AS value FROM {wm_table} FOR UPDATE
+-- @block move_back
+-- Moving the watermark back never strands an item (a lower watermark only makes the dequeue scan
+-- more keys), so the confirmed value is written whatever the consumers did meanwhile -- they move
+-- it forward every few seconds, and a preview is never confirmed within the same second -- but
+-- only over a value at or ahead of it: a watermark already further back is never moved forward.
+UPDATE {wm_table} SET {wm_column} = :new_value
+WHERE {wm_column} >= :new_value
+RETURNING {wm_column} AS new_value
 -- @block apply
--- Compare-and-set: written only if the watermark still holds the value the preview observed. A
--- concurrent update (a dequeuer moving it, another reset) wins; this then changes nothing.
+-- A reset that moves the watermark forward (no pending key below the new value): compare-and-set,
+-- written only if the watermark still holds the value the preview observed. A concurrent update
+-- (a dequeuer moving it, another reset) wins; this then changes nothing.
 UPDATE {wm_table} SET {wm_column} = :new_value
 WHERE {wm_column} = :old_value
 RETURNING {wm_column} AS new_value
