@@ -249,20 +249,28 @@ class Queue(_Model):
 
 
 READINESS_FIELDS = ("runnable_at", "max_attempts", "lease_ready", "owner_column", "ready_flag", "error_at")
+# A status queue's readiness is its status values; these refine it (procrastinate's scheduled_at,
+# pgqueuer's execute_after, River's and Oban's max_attempts, a worker id requeue clears).
+STATUS_READINESS_FIELDS = ("runnable_at", "max_attempts", "owner_column")
 
 
 def _readiness_problem(q: Queue) -> str:
     """Why the readiness fields (issue 31) cannot apply to ``q`` ('' when they can)."""
     used = [f for f in READINESS_FIELDS if getattr(q, f) not in (None, "null")]
-    if used and q.kind != "lease":
-        return (f"{', '.join(used)}: honoured on lease queues only for now ({q.kind!r} queue); on a "
-                f"{q.kind} queue they would be ignored by every count, so they are refused")
+    allowed = {"lease": READINESS_FIELDS, "status": STATUS_READINESS_FIELDS}.get(q.kind, ())
+    refused = [f for f in used if f not in allowed]
+    if refused:
+        where = ("lease queues" if q.kind != "lease" and not set(refused) & set(STATUS_READINESS_FIELDS)
+                 else "lease and status queues")
+        return (f"{', '.join(refused)}: honoured on {where} only ({q.kind!r} queue); on a "
+                f"{q.kind} queue every count would ignore them, so they are refused")
     if q.max_attempts is not None and not q.attempts_column:
         return "max_attempts needs attempts_column (the column counting each item's attempts)"
     if q.error_at and not q.error_column:
         return "error_at needs error_column (error_at is when that error was written)"
     cols = {"key": q.key, "lease_column": q.lease_column, "enqueued_at": q.enqueued_at,
-            "error_column": q.error_column, "attempts_column": q.attempts_column}
+            "error_column": q.error_column, "attempts_column": q.attempts_column,
+            "status_column": q.status_column, "status_changed_at": q.status_changed_at}
     for fld in ("runnable_at", "owner_column", "ready_flag", "error_at"):
         value = getattr(q, fld)
         clash = [role for role, col in cols.items() if value and col == value]
@@ -305,9 +313,28 @@ class AlertRule(_Model):
     op: Literal[">", ">=", "<", "<=", "==", "!="] = ">"
     value: float
     for_s: Grace = 0
+    # Hysteresis (issue 32): a firing alert resolves only once its condition has been false for
+    # clear_for_s seconds and, with clear_value, only once the value is past clear_value (fires at
+    # value, resolves beyond clear_value): a metric hovering at its line does not flap.
+    clear_for_s: Grace = 0
+    clear_value: float | None = None
     queues: list[str] = Field(default_factory=list)
     severity: Literal["warn", "crit"] = "crit"
     name: str | None = None
+
+    @model_validator(mode="after")
+    def _clear_value_side(self) -> AlertRule:
+        if self.clear_value is None:
+            return self
+        if self.op in ("==", "!="):
+            raise ValueError(f"clear_value needs an ordering op (>, >=, <, <=), not {self.op!r}")
+        if self.op in (">", ">=") and self.clear_value > self.value:
+            raise ValueError(f"clear_value {self.clear_value:g} must not be above value {self.value:g} for op "
+                             f"{self.op!r} (the alert resolves below clear_value)")
+        if self.op in ("<", "<=") and self.clear_value < self.value:
+            raise ValueError(f"clear_value {self.clear_value:g} must not be below value {self.value:g} for op "
+                             f"{self.op!r} (the alert resolves above clear_value)")
+        return self
 
 
 class Alerts(_Model):
@@ -318,6 +345,11 @@ class Alerts(_Model):
     # the same metric and queue.
     thresholds: bool = True
     thresholds_for_s: Grace = 0
+    # Hysteresis of the threshold rules: resolved once the condition has been false this long, and
+    # only once the value is this fraction of the level back past it (an "above" level of 10 clears
+    # below 8; a level of 0 clears at the level itself).
+    thresholds_clear_for_s: Grace = 60
+    thresholds_clear_margin: float = Field(default=0.2, ge=0, lt=1)
     webhook_timeout_s: float = Field(default=5, gt=0, le=60)
 
 

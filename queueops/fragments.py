@@ -81,8 +81,8 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
 
 
 def readiness_fragments(queue: Queue, dialect: str) -> dict[str, str]:
-    """The predicates of a lease queue that maps readiness fields (issue 31), for the ``*_follow``
-    blocks; none for any other queue, so those blocks do not apply to it.
+    """The predicates of a lease or status queue that maps readiness fields (issue 31), for the
+    ``*_follow`` blocks; none for any other queue, so those blocks do not apply to it.
 
     ``{free}``       an item no consumer holds and the library may take (lease_ready, ready_flag);
                      a scheduled (runnable_at) or exhausted item is told apart by the blocks
@@ -93,19 +93,27 @@ def readiness_fragments(queue: Queue, dialect: str) -> dict[str, str]:
                      when error_at says when it was written (a lease newer than the error: running)
     ``{release_set}``  requeue's SET list: every column that decides readiness made ready;
                      ``{release_cols}`` those columns (SQL Server's updatable CTE selects them);
-                     ``{bump_set}`` / ``{bump_col}`` the attempt added with --bump-attempts
+                     ``{bump_set}`` / ``{bump_col}`` the attempt added with --bump-attempts;
+                     ``{owner_set}`` / ``{owner_col}`` owner_column cleared (status queues)
     """
-    if queue.kind != "lease" or not queue.lease_column or not queue.follows_readiness:
+    if not queue.follows_readiness or not (queue.kind == "lease" and queue.lease_column
+                                           or queue.kind == "status" and queue.status_column):
         return {}
     q = lambda col: quote_ident(col, dialect)  # noqa: E731
     pg = dialect == "postgresql"
     now, true, false = ("now()", "true", "false") if pg else ("SYSUTCDATETIME()", "1", "(1 = 0)")
-    lease = q(queue.lease_column)
-    free = f"{lease} IS NULL" if queue.lease_ready == "null" else f"({lease} IS NULL OR {lease} <= {now})"
-    if queue.ready_flag:
-        free += f" AND {q(queue.ready_flag)}" if pg else f" AND {q(queue.ready_flag)} = 1"
-    out = {"free": free, "exhausted": false, "exhausted_next": false, "failed": false, "bump_set": "",
-           "bump_col": ""}
+    out = {"exhausted": false, "exhausted_next": false, "failed": false, "bump_set": "", "bump_col": ""}
+    # A status queue (its readiness is its status values): {exhausted} and {owner_set} / {owner_col}
+    # (requeue's status blocks write the status themselves, bound as a value).
+    owner = q(queue.owner_column) if queue.owner_column else ""
+    out["owner_set"] = f", {owner} = NULL" if owner else ""
+    out["owner_col"] = f", {owner}" if owner else ""
+    lease = q(queue.lease_column) if queue.lease_column else ""
+    if queue.kind == "lease":
+        free = f"{lease} IS NULL" if queue.lease_ready == "null" else f"({lease} IS NULL OR {lease} <= {now})"
+        if queue.ready_flag:
+            free += f" AND {q(queue.ready_flag)}" if pg else f" AND {q(queue.ready_flag)} = 1"
+        out["free"] = free
     if queue.max_attempts is not None and queue.attempts_column:
         limit = q(queue.max_attempts) if isinstance(queue.max_attempts, str) else str(int(queue.max_attempts))
         attempts = q(queue.attempts_column)
@@ -120,6 +128,8 @@ def readiness_fragments(queue: Queue, dialect: str) -> dict[str, str]:
         attempts = q(queue.attempts_column)
         out["bump_set"] = f", {attempts} = {'t.' if pg else ''}{attempts} + 1"
         out["bump_col"] = f", {attempts}"
+    if queue.kind != "lease":
+        return out
     if queue.error_column:
         error = q(queue.error_column)
         out["failed"] = (f"({error} IS NOT NULL AND ({q(queue.error_at)} IS NULL OR {lease} <= {q(queue.error_at)}))"

@@ -69,6 +69,8 @@ def _needed(collector: str, q: Queue) -> Need | None:
         if q.lease_ready == "null":
             return Need((q.runnable_at,), q.lease_column, True)
         return Need((q.runnable_at,))
+    if collector in ("depth", "oldest_age_s") and q.kind == "status" and q.status_column and q.runnable_at:
+        return Need((q.status_column, q.runnable_at))
     if collector == "stuck_leases":
         if q.kind == "lease" and q.lease_column:
             return Need((q.lease_column,), q.lease_column, False)

@@ -35,6 +35,8 @@ READINESS_TSQL = {
     "release_cols": "[x_lease], [x_owner], [x_flag]",
     "bump_set": ", [x_attempts] = [x_attempts] + 1",
     "bump_col": ", [x_attempts]",
+    "owner_set": ", [x_owner] = NULL",
+    "owner_col": ", [x_owner]",
 }
 
 

@@ -74,7 +74,7 @@ def _follow(queue: Queue, frags: dict[str, str], bump: bool) -> tuple[str, dict[
     """The block suffix and fragments for a lease queue that maps readiness fields (issue 31):
     ``{live}`` keeps exhausted items out (with --bump-attempts, also those the bump would exhaust),
     ``{bump_set}`` adds the attempt. ('', frags) for any other queue: the blocks of before."""
-    if not (queue.kind == "lease" and "release_set" in frags):
+    if queue.kind not in ("lease", "status") or "exhausted" not in frags:
         return "", frags
     live = f"NOT {frags['exhausted_next' if bump else 'exhausted']}"
     bump = {} if bump else {"bump_set": "", "bump_col": ""}
@@ -126,7 +126,8 @@ def plan(ctx: PlanContext) -> Plan:
                         "watermark-reset")
     held = (f"locked further ahead than {timeout:g} s" if follow == "_follow_past"
             else f"older than {timeout:g} s")
-    sets = f" (setting {frags['release_set']})" if follow else ""
+    sets = (f" (setting {frags['release_set']})" if "release_set" in frags
+            else f" (also setting {frags['owner_set'].removeprefix(', ')})" if frags.get("owner_set") else "")
     summary = (f"release {count} {what} of queue {q.name!r}{sets} {held} (cutoff {cutoff}) "
                f"in {batches} batch(es) of at most {opts.batch_size}"
                + (f", capped at {opts.max_items}" if opts.max_items else "")

@@ -124,3 +124,69 @@ CROSS APPLY (VALUES
     ('rows_total', CAST(CASE WHEN t.total < :cap THEN t.total ELSE COALESCE(p.row_count, t.total) END AS float),
      CASE WHEN t.total < :cap THEN 'exact' ELSE 'estimate (sys.dm_db_partition_stats)' END)
 ) AS v (metric, value, note)
+-- @block status_follow
+-- A status queue whose mapping says more about readiness (issue 31; see sql/postgresql/depth.sql):
+-- of at most :cap items in a ready status (an index on (status, key) seeks them), those at
+-- max_attempts ({exhausted}) are count_exhausted, not depth.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT COUNT(CASE WHEN l.exhausted = 0 THEN 1 END) AS ready, COUNT(CASE WHEN l.exhausted = 1 THEN 1 END) AS exhausted,
+             COUNT(*) AS seen
+      FROM (SELECT TOP (:cap) CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+            FROM {table} WHERE {status} IN (:ready_values){open_and}) AS l) AS r
+CROSS JOIN (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {status} IN (:processing_values){open_and}) AS l) AS processing,
+                   (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {status} IN (:done_values){open_and}) AS l) AS done,
+                   (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}{open_where}) AS l) AS total) AS n
+CROSS JOIN (SELECT SUM(ps.row_count) AS row_count FROM sys.dm_db_partition_stats AS ps
+            WHERE ps.object_id = OBJECT_ID(:qualified_table) AND ps.index_id IN (0, 1)) AS p
+CROSS APPLY (VALUES
+    ('depth', CAST(r.ready AS float), CASE WHEN r.seen < :cap THEN 'exact' ELSE 'at least (cap of ready items read)' END),
+    ('count_exhausted', CAST(r.exhausted AS float),
+     CASE WHEN r.seen < :cap THEN 'exact (ready items at max_attempts)' ELSE 'at least (cap of ready items read)' END),
+    ('count_processing', CAST(n.processing AS float),
+     CASE WHEN n.processing < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_done', CAST(n.done AS float), CASE WHEN n.done < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_other', CAST(CASE WHEN n.total < :cap AND r.seen < :cap AND n.processing < :cap AND n.done < :cap
+                              THEN n.total - r.seen - n.processing - n.done END AS float),
+     CASE WHEN n.total < :cap THEN 'exact (statuses not in ready, processing or done values)'
+          ELSE 'unknown above the cap' END),
+    ('rows_total', CAST(CASE WHEN n.total < :cap THEN n.total ELSE COALESCE(p.row_count, n.total) END AS float),
+     CASE WHEN n.total < :cap THEN 'exact' ELSE 'estimate (sys.dm_db_partition_stats)' END)
+) AS v (metric, value, note)
+-- @block status_follow_runnable
+-- With runnable_at: an item in a ready status is ready when runnable_at is NULL or has passed,
+-- scheduled when ahead. Each range is sargable on (status, runnable_at) (SYSUTCDATETIME() is a
+-- runtime constant): an index on those columns seeks it and TOP (:cap) stops the read.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT COUNT(CASE WHEN l.exhausted = 0 THEN 1 END) AS ready, COUNT(CASE WHEN l.exhausted = 1 THEN 1 END) AS exhausted,
+             COUNT(*) AS seen
+      FROM (SELECT TOP (:cap) CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+            FROM {table} WHERE {status} IN (:ready_values) AND {runnable} <= SYSUTCDATETIME(){open_and}) AS l) AS d
+CROSS JOIN (SELECT COUNT(CASE WHEN l.exhausted = 0 THEN 1 END) AS ready, COUNT(CASE WHEN l.exhausted = 1 THEN 1 END) AS exhausted,
+                   COUNT(*) AS seen
+            FROM (SELECT TOP (:cap) CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+                  FROM {table} WHERE {status} IN (:ready_values) AND {runnable} IS NULL{open_and}) AS l) AS z
+CROSS JOIN (SELECT COUNT(*) AS n FROM (SELECT TOP (:cap) 1 AS x FROM {table}
+                                       WHERE {status} IN (:ready_values) AND {runnable} > SYSUTCDATETIME(){open_and}) AS l) AS sch
+CROSS JOIN (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {status} IN (:processing_values){open_and}) AS l) AS processing,
+                   (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {status} IN (:done_values){open_and}) AS l) AS done,
+                   (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table}{open_where}) AS l) AS total) AS n
+CROSS JOIN (SELECT SUM(ps.row_count) AS row_count FROM sys.dm_db_partition_stats AS ps
+            WHERE ps.object_id = OBJECT_ID(:qualified_table) AND ps.index_id IN (0, 1)) AS p
+CROSS APPLY (VALUES
+    ('depth', CAST(d.ready + z.ready AS float),
+     CASE WHEN d.seen < :cap AND z.seen < :cap THEN 'exact' ELSE 'at least (cap of runnable items read)' END),
+    ('count_exhausted', CAST(d.exhausted + z.exhausted AS float),
+     CASE WHEN d.seen < :cap AND z.seen < :cap THEN 'exact (runnable ready items at max_attempts)'
+          ELSE 'at least (cap of runnable items read)' END),
+    ('count_scheduled', CAST(sch.n AS float), CASE WHEN sch.n < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_processing', CAST(n.processing AS float),
+     CASE WHEN n.processing < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_done', CAST(n.done AS float), CASE WHEN n.done < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_other', CAST(CASE WHEN n.total < :cap AND d.seen < :cap AND z.seen < :cap AND sch.n < :cap
+                                   AND n.processing < :cap AND n.done < :cap
+                              THEN n.total - d.seen - z.seen - sch.n - n.processing - n.done END AS float),
+     CASE WHEN n.total < :cap THEN 'exact (statuses not in ready, processing or done values)'
+          ELSE 'unknown above the cap' END),
+    ('rows_total', CAST(CASE WHEN n.total < :cap THEN n.total ELSE COALESCE(p.row_count, n.total) END AS float),
+     CASE WHEN n.total < :cap THEN 'exact' ELSE 'estimate (sys.dm_db_partition_stats)' END)
+) AS v (metric, value, note)

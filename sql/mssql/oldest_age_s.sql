@@ -84,3 +84,35 @@ FROM (SELECT CASE WHEN d.since IS NULL OR z.since < d.since THEN z.since ELSE d.
                   FROM (SELECT TOP (:cap) {enqueued_at} AS enq, CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
                         FROM {table} WHERE {free} AND {runnable} IS NULL{open_and} ORDER BY {runnable}) AS l
                   WHERE l.exhausted = 0) AS z) AS o
+-- @block status_follow
+-- A status queue with max_attempts (issue 31): the oldest ready item below it, of at most :cap
+-- ready items read through (status, key).
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT MIN(l.enq)
+                                                FROM (SELECT TOP (:cap) {enqueued_at} AS enq,
+                                                             CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+                                                      FROM {table} WHERE {status} IN (:ready_values){open_and}
+                                                      ORDER BY {status}, {key}) AS l
+                                                WHERE l.exhausted = 0),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       'oldest ready item below max_attempts (of the first cap by status and key)' AS note
+-- @block status_follow_runnable
+-- Age since runnable (the later of enqueued_at and runnable_at), read TOP (:cap) in
+-- (status, runnable_at) order for the passed and the NULL range; a scheduled item is never read.
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(CASE WHEN o.since IS NULL OR o.since > SYSUTCDATETIME() THEN 0
+                 ELSE DATEDIFF_BIG(MILLISECOND, o.since, SYSUTCDATETIME()) END / 1000.0 AS float) AS value,
+       'since runnable: the later of enqueued_at and runnable_at, of the ready items below max_attempts' AS note
+FROM (SELECT CASE WHEN d.since IS NULL OR z.since < d.since THEN z.since ELSE d.since END AS since
+      FROM (SELECT MIN(l.since) AS since
+            FROM (SELECT TOP (:cap) CASE WHEN {enqueued_at} IS NULL OR {runnable} > {enqueued_at} THEN {runnable}
+                                         ELSE {enqueued_at} END AS since,
+                         CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+                  FROM {table} WHERE {status} IN (:ready_values) AND {runnable} <= SYSUTCDATETIME(){open_and}
+                  ORDER BY {status}, {runnable}) AS l
+            WHERE l.exhausted = 0) AS d
+      CROSS JOIN (SELECT MIN(l.enq) AS since
+                  FROM (SELECT TOP (:cap) {enqueued_at} AS enq, CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+                        FROM {table} WHERE {status} IN (:ready_values) AND {runnable} IS NULL{open_and}
+                        ORDER BY {status}, {runnable}) AS l
+                  WHERE l.exhausted = 0) AS z) AS o

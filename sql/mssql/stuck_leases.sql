@@ -116,3 +116,27 @@ CROSS APPLY (VALUES
                                              N' ON ', :qualified_table, N' (', QUOTENAME(:lease_name), N') WHERE ',
                                              QUOTENAME(:lease_name), N' IS NOT NULL') END)
 ) AS v (metric, value, note)
+-- @block status_follow
+-- A status queue with max_attempts (issue 31): block status, except that a processing item at
+-- max_attempts is not stuck (set back to ready, the library would never take it).
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT COUNT(CASE WHEN p.changed < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())
+                         AND p.exhausted = 0 THEN 1 END) AS n,
+             MIN(p.changed) AS oldest, COUNT(*) AS seen
+      FROM (SELECT TOP (:cap) {status_changed_at} AS changed, CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+            FROM {table} WHERE {status} IN (:processing_values){open_and}) AS p) AS s
+CROSS JOIN (SELECT COUNT(*) AS n FROM sys.indexes AS i
+            JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id AND ic.key_ordinal = 1
+            JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+            WHERE i.object_id = OBJECT_ID(:qualified_table) AND c.name = :status_name AND i.is_disabled = 0
+              AND i.has_filter = 0) AS ix
+CROSS APPLY (VALUES
+    ('stuck_leases', CAST(s.n AS float),
+     CASE WHEN s.seen >= :cap THEN 'at least (cap of processing items read)' ELSE 'exact (items at max_attempts excluded)' END),
+    ('oldest_lease_age_s', CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, s.oldest, SYSUTCDATETIME()), 0) / 1000.0 AS float),
+     CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
+    ('missing_index', CAST(CASE WHEN ix.n > 0 THEN 0 ELSE 1 END AS float),
+     CASE WHEN ix.n > 0 THEN N'' ELSE CONCAT(N'CREATE INDEX ', QUOTENAME(LEFT(CONCAT(N'IX_queueops_', :table_name, N'_', :status_name), 128)),
+                                             N' ON ', :qualified_table, N' (', QUOTENAME(:status_name), N', ',
+                                             QUOTENAME(:key_name), N')') END)
+) AS v (metric, value, note)

@@ -252,3 +252,96 @@ CROSS JOIN LATERAL (VALUES
           ELSE 'at least (cap reached; no statistics)' END)
 ) AS v (metric, value, note)
 WHERE c.queue = :queue
+-- @block status_follow
+-- A status queue whose mapping says more about readiness (issue 31): of the items in a ready
+-- status, those whose attempts reached max_attempts ({exhausted}) are count_exhausted, not depth.
+-- The same bounded read per ready value as block status, through (status, key).
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM queueops_q AS c
+CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
+             CASE WHEN c.n_live_tup >= :skip_above THEN NULL
+                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
+      FROM (SELECT sum(x.ready) AS ready, sum(x.exhausted) AS exhausted, sum(x.seen) AS seen, bool_or(x.seen >= :cap) AS capped
+            FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
+            CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
+                                       count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
+                                FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {status} = u.s{open_and}
+                                      ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS r
+      OFFSET 0) AS n
+CROSS JOIN LATERAL (SELECT NOT n.capped AND n.total < :cap AND n.processing < :cap AND n.done < :cap AS all_exact) AS t
+CROSS JOIN LATERAL (VALUES
+    ('depth', n.ready::float8, CASE WHEN NOT n.capped THEN 'exact' ELSE 'at least (cap of ready items read)' END),
+    ('count_exhausted', n.exhausted::float8,
+     CASE WHEN NOT n.capped THEN 'exact (ready items at max_attempts)' ELSE 'at least (cap of ready items read)' END),
+    ('count_processing', n.processing::float8, CASE WHEN n.processing < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_done', n.done::float8, CASE WHEN n.done < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_other', CASE WHEN t.all_exact THEN n.total - n.seen - n.processing - n.done END::float8,
+     CASE WHEN t.all_exact THEN 'exact (statuses not in ready, processing or done values)' ELSE 'unknown above the cap' END),
+    ('rows_total', CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
+                        ELSE greatest(n.total, c.reltuples) END::float8,
+     CASE WHEN n.total < :cap THEN 'exact'
+          WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+          WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END)
+) AS v (metric, value, note)
+WHERE c.queue = :queue
+-- @block status_follow_runnable
+-- With runnable_at: an item in a ready status is ready when runnable_at is NULL or has passed,
+-- scheduled when it is ahead (procrastinate's scheduled_at, pgqueuer's execute_after). Per ready
+-- value, three reads of at most :cap items in (status, runnable_at) order: an index on
+-- (status, runnable_at) seeks each range and stops, so jobs scheduled ahead cost the ready count
+-- nothing. Exhausted items (max_attempts) among the ready reads are count_exhausted.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM queueops_q AS c
+CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped, r.scheduled, r.scheduled_capped,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
+             CASE WHEN c.n_live_tup >= :skip_above THEN NULL
+                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
+      FROM (SELECT sum(d.ready + z.ready) AS ready, sum(d.exhausted + z.exhausted) AS exhausted,
+                   sum(d.seen + z.seen) AS seen, bool_or(d.seen >= :cap OR z.seen >= :cap) AS capped,
+                   sum(f.n) AS scheduled, bool_or(f.n >= :cap) AS scheduled_capped
+            FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
+            CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
+                                       count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
+                                FROM (SELECT {exhausted} AS exhausted FROM {table}
+                                      WHERE {status} = u.s AND {runnable} <= now(){open_and}
+                                      ORDER BY {status}, {runnable} LIMIT :cap) AS l) AS d
+            CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
+                                       count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
+                                FROM (SELECT {exhausted} AS exhausted FROM {table}
+                                      WHERE {status} = u.s AND {runnable} IS NULL{open_and}
+                                      ORDER BY {status}, {runnable} LIMIT :cap) AS l) AS z
+            CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table}
+                                                          WHERE {status} = u.s AND {runnable} > now(){open_and}
+                                                          ORDER BY {status}, {runnable} LIMIT :cap) AS l) AS f) AS r
+      OFFSET 0) AS n
+CROSS JOIN LATERAL (SELECT NOT n.capped AND NOT n.scheduled_capped AND n.total < :cap AND n.processing < :cap
+                           AND n.done < :cap AS all_exact) AS t
+CROSS JOIN LATERAL (VALUES
+    ('depth', n.ready::float8, CASE WHEN NOT n.capped THEN 'exact' ELSE 'at least (cap of runnable items read)' END),
+    ('count_exhausted', n.exhausted::float8,
+     CASE WHEN NOT n.capped THEN 'exact (runnable ready items at max_attempts)' ELSE 'at least (cap of runnable items read)' END),
+    ('count_scheduled', n.scheduled::float8, CASE WHEN NOT n.scheduled_capped THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_processing', n.processing::float8, CASE WHEN n.processing < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_done', n.done::float8, CASE WHEN n.done < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_other', CASE WHEN t.all_exact THEN n.total - n.seen - n.scheduled - n.processing - n.done END::float8,
+     CASE WHEN t.all_exact THEN 'exact (statuses not in ready, processing or done values)' ELSE 'unknown above the cap' END),
+    ('rows_total', CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
+                        ELSE greatest(n.total, c.reltuples) END::float8,
+     CASE WHEN n.total < :cap THEN 'exact'
+          WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+          WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
+          ELSE 'at least (cap reached; no statistics)' END)
+) AS v (metric, value, note)
+WHERE c.queue = :queue

@@ -74,3 +74,27 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
                                     ORDER BY {runnable} LIMIT :cap) AS l
             WHERE NOT l.exhausted))), 0), 0)::float8 AS value,
        'since runnable: greatest(enqueued_at, runnable_at) of the ready items below max_attempts' AS note
+-- @block status_follow
+-- A status queue with max_attempts (issue 31): the oldest ready item below it, of at most :cap
+-- ready items read through (status, key).
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(l.enq) FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted FROM {table}
+                                   WHERE {status} IN (:ready_values){open_and} ORDER BY {status}, {key} LIMIT :cap) AS l
+           WHERE NOT l.exhausted)), 0)::float8 AS value,
+       'oldest ready item below max_attempts (of the first cap by status and key)' AS note
+-- @block status_follow_runnable
+-- With runnable_at: age since the item became runnable, greatest(enqueued_at, runnable_at), read in
+-- (status, runnable_at) order through an index on those columns (see depth.sql), at most :cap
+-- items for each ready range; a scheduled item is never read.
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       greatest(coalesce(extract(epoch FROM now() - least(
+           (SELECT min(greatest(l.enq, l.run)) FROM (SELECT {enqueued_at} AS enq, {runnable} AS run, {exhausted} AS exhausted
+                                                     FROM {table} WHERE {status} IN (:ready_values) AND {runnable} <= now(){open_and}
+                                                     ORDER BY {status}, {runnable} LIMIT :cap) AS l
+            WHERE NOT l.exhausted),
+           (SELECT min(l.enq) FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted
+                                    FROM {table} WHERE {status} IN (:ready_values) AND {runnable} IS NULL{open_and}
+                                    ORDER BY {status}, {runnable} LIMIT :cap) AS l
+            WHERE NOT l.exhausted))), 0), 0)::float8 AS value,
+       'since runnable: greatest(enqueued_at, runnable_at) of the ready items below max_attempts' AS note

@@ -177,3 +177,31 @@ CROSS JOIN LATERAL (VALUES
           ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I) WHERE %I IS NOT NULL',
                       :qualified_table::text, :lease_name::text, :lease_name::text) END)
 ) AS v (metric, value, note)
+-- @block status_follow
+-- A status queue with max_attempts (issue 31): block status, except that a processing item at
+-- max_attempts is not stuck (released to a ready status, the library would never take it).
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+CROSS JOIN LATERAL (
+    SELECT sum(x.n) AS n, min(x.oldest) AS oldest, max(x.seen) AS seen
+    FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE p.changed < now() - make_interval(secs => :lease_timeout_s) AND NOT p.exhausted) AS n,
+               min(p.changed) AS oldest, count(*) AS seen
+        FROM (SELECT {status_changed_at} AS changed, {exhausted} AS exhausted FROM {table} WHERE {status} = u.s{open_and}
+              ORDER BY {status}, {key} LIMIT :cap) AS p) AS x
+    WHERE ix.indexed OR ix.small
+) AS s
+CROSS JOIN LATERAL (VALUES
+    ('stuck_leases', s.n::float8,
+     CASE WHEN s.n IS NULL THEN 'not counted: no index on the status column (see missing_index)'
+          WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
+          WHEN ix.indexed THEN 'exact (items at max_attempts excluded)' ELSE 'exact (small table, no status index)' END),
+    ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
+                                THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,
+     CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
+    ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
+     CASE WHEN ix.indexed THEN ''
+          WHEN ix.is_view THEN 'a view: index the status column of its base table'
+          ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I, %I)', :qualified_table::text, :status_name::text, :key_name::text) END)
+) AS v (metric, value, note)

@@ -371,9 +371,12 @@ def test_requeue_is_refused_where_it_would_write_null_into_a_not_null_lock(lab: 
 
 def test_readiness_fields_are_refused_where_they_would_be_ignored(write_cfg) -> None:  # noqa: ANN001
     pg = '[[targets]]\nname = "lab"\ndialect = "postgresql"\nurl = "postgresql://u@h/db"\n'
-    with pytest.raises(config_mod.ConfigError, match="honoured on lease queues only"):
+    with pytest.raises(config_mod.ConfigError, match="honoured on lease and status queues only"):
         write_cfg(pg + '[[queues]]\nname = "d"\ntarget = "lab"\nkind = "delete"\ntable = "t"\nkey = "id"\n'
                   'runnable_at = "run_at"\n')
+    with pytest.raises(config_mod.ConfigError, match="ready_flag: honoured on lease queues only"):
+        write_cfg(pg + '[[queues]]\nname = "s"\ntarget = "lab"\nkind = "status"\ntable = "t"\nkey = "id"\n'
+                  'status_column = "s"\nready_flag = "visible"\n')
     with pytest.raises(config_mod.ConfigError, match="max_attempts needs attempts_column"):
         write_cfg(pg + '[[queues]]\nname = "l"\ntarget = "lab"\nkind = "lease"\ntable = "t"\nkey = "id"\n'
                   'lease_column = "l"\nmax_attempts = 5\n')
@@ -454,6 +457,23 @@ key = "id"
 enqueued_at = "created_at"
 lease_column = "leased_at"
 ready_flag = "visible"
+
+[[queues]]
+name = "river"
+target = "sql"
+kind = "status"
+table = "river_job"
+key = "id"
+enqueued_at = "created_at"
+status_column = "state"
+status_changed_at = "attempted_at"
+ready_values = ["available"]
+processing_values = ["running"]
+done_values = ["completed"]
+attempts_column = "attempt"
+max_attempts = "max_attempts"
+runnable_at = "scheduled_at"
+owner_column = "attempted_by"
 """
 
 
@@ -496,7 +516,7 @@ def test_the_readiness_statements_render_as_t_sql_that_parses(tmp_path: Path) ->
                 continue
             follow, frags = requeue._follow(q, fragments_for(q, "mssql"), bump)
             values = {**requeue._values(q, "2026-01-01", "mssql"), "limit_n": 10, "sample_n": 10, "batch_n": 10}
-            for block in (f"count_lease{follow}", f"sample_lease{follow}", f"batch_lease{follow}"):
+            for block in (f"count_{q.kind}{follow}", f"sample_{q.kind}{follow}", f"batch_{q.kind}{follow}"):
                 texts[(block, q.name, bump)] = parse(sqlf.render(block, frags, values))
     assert "UPDATE picked SET [locked_at] = NULL, [locked_by] = NULL OUTPUT" in " ".join(
         texts[("batch_lease_follow", "graphile", False)].split())
@@ -504,6 +524,9 @@ def test_the_readiness_statements_render_as_t_sql_that_parses(tmp_path: Path) ->
         texts[("batch_lease_follow_past", "tasks", True)]
     assert "[attempts] + 1 >= 5" in texts[("batch_lease_follow_past", "tasks", True)]
     assert "SET [leased_at] = NULL, [visible] = 1" in texts[("batch_lease_follow", "messages", False)]
+    river = texts[("batch_status_follow", "river", True)]
+    assert "[attempted_by] = NULL, [attempt] = [attempt] + 1" in river and "[attempt] + 1 >= [max_attempts]" in river
+    assert "[state] IN (" in texts[("depth", "river")] and "[scheduled_at] > SYSUTCDATETIME()" in texts[("depth", "river")]
     for block in ("columns", "side_locks"):
         parse(sqlfiles.load("mssql", "catalog_readiness").render(block, {}, {"qualified_table": "[dbo].[jobs]"}))
 
@@ -517,3 +540,72 @@ def test_index_advice_for_runnable_at_names_the_run_at_index(tmp_path: Path) -> 
     assert need is not None and need.columns == ("run_at",) and need.where == "locked_at IS NULL"
     assert "([run_at]) WHERE [locked_at] IS NULL" in indexadvice.create_index(q, need, "mssql")
     assert indexadvice.served(need, [indexadvice.Index("IX_run", ("run_at",), "([locked_at] IS NULL)")])
+
+
+# A status queue that schedules and retries (procrastinate's scheduled_at, River's max_attempts):
+# the status says 'todo', the schedule and the attempts say whether it is ready.
+STATUS_JOBS = """
+CREATE TABLE {s}.sjobs (
+    id bigserial PRIMARY KEY,
+    status text NOT NULL DEFAULT 'todo',
+    created_at timestamptz NOT NULL DEFAULT now(),
+    changed_at timestamptz NOT NULL DEFAULT now(),
+    scheduled_at timestamptz,
+    attempts int NOT NULL DEFAULT 0,
+    worker_id text
+);
+CREATE INDEX sjobs_status_scheduled ON {s}.sjobs (status, scheduled_at);
+CREATE INDEX sjobs_status_id ON {s}.sjobs (status, id);
+"""
+
+
+def _status_queue(schema: str, extra: str = "") -> str:
+    return (f'[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "status"\nschema = "{schema}"\ntable = "sjobs"\n'
+            'key = "id"\nenqueued_at = "created_at"\nstatus_column = "status"\nstatus_changed_at = "changed_at"\n'
+            'ready_values = ["todo"]\nprocessing_values = ["doing"]\ndone_values = ["done"]\n'
+            f'attempts_column = "attempts"\nlease_timeout_s = 60\n{extra}')
+
+
+STATUS_FOLLOW = 'runnable_at = "scheduled_at"\nmax_attempts = 3\nowner_column = "worker_id"\n'
+
+
+def test_a_status_queue_follows_its_schedule_and_attempts(lab: Lab, schema: str, write_cfg, tmp_path: Path) -> None:  # noqa: ANN001
+    _setup(lab, schema, STATUS_JOBS)
+    _sql(lab, schema, "INSERT INTO @S.sjobs (created_at, scheduled_at) SELECT now() - interval '10 minutes', "
+                      "now() - interval '5 minutes' FROM generate_series(1, 20)")
+    _sql(lab, schema, "INSERT INTO @S.sjobs (created_at, scheduled_at) SELECT now() - interval '2 minutes', NULL "
+                      "FROM generate_series(1, 7)")
+    _sql(lab, schema, "INSERT INTO @S.sjobs (attempts) SELECT 3 FROM generate_series(1, 4)")  # exhausted
+    _sql(lab, schema, "INSERT INTO @S.sjobs (scheduled_at) SELECT now() + interval '1 hour' "
+                      "FROM generate_series(1, 30000)")
+    # Stuck: 5 processing for 10 minutes (2 of them on their last attempt), 1 fresh.
+    _sql(lab, schema, "INSERT INTO @S.sjobs (status, changed_at, attempts, worker_id) "
+                      "SELECT 'doing', now() - interval '10 minutes', CASE WHEN g <= 2 THEN 3 ELSE 1 END, 'gone' "
+                      "FROM generate_series(1, 5) AS g")
+    _sql(lab, schema, "INSERT INTO @S.sjobs (status, attempts, worker_id) VALUES ('doing', 1, 'live')")
+    _sql(lab, schema, "ANALYZE @S.sjobs")
+    before = _collect(_cfg(lab, write_cfg, tmp_path, _status_queue(schema)), "depth")
+    assert before["depth"][0] >= 30_000  # before: every 'todo' row, scheduled or exhausted
+    cfg = _cfg(lab, write_cfg, tmp_path, _status_queue(schema, STATUS_FOLLOW))
+    got = _collect(cfg, "depth", "oldest_age_s", "stuck_leases")
+    truth = _sql(lab, schema, "SELECT count(*) FROM @S.sjobs WHERE status = 'todo' "
+                              "AND (scheduled_at IS NULL OR scheduled_at <= now()) AND attempts < 3")[0][0]
+    assert truth == 27 and got["depth"] == (27, "exact")
+    assert got["count_exhausted"][0] == 4
+    assert got["count_scheduled"] == (runner.COUNT_CAP, "at least (cap reached)")
+    assert 290 < got["oldest_age_s"][0] < 320
+    assert got["stuck_leases"][0] == 3
+    plan = actions.plan(cfg, "requeue", "jobs", {"bump_attempts": True})
+    assert plan.preview.row_count == 3 and '"worker_id" = NULL' in plan.preview.sql
+    assert actions.execute(cfg, plan).rows_affected == 3
+    assert _sql(lab, schema, "SELECT count(*) FROM @S.sjobs WHERE worker_id = 'gone'")[0][0] == 2  # the exhausted
+    taken = []
+    with lab.connect() as conn:
+        s = sql.Identifier(schema)
+        while (row := conn.execute(sql.SQL(
+                "UPDATE {}.sjobs SET status = 'doing', worker_id = 'w' WHERE id = (SELECT id FROM {}.sjobs "
+                "WHERE status = 'todo' AND (scheduled_at IS NULL OR scheduled_at <= now()) AND attempts < 3 "
+                "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id, attempts").format(s, s)).fetchone()):
+            taken.append(row)
+    assert len(taken) == 30 and len({t[0] for t in taken}) == 30  # 27 ready and the 3 released, once each
+    assert sorted(a for _, a in taken if a == 2) == [2, 2, 2]  # the released ones with their bumped attempt

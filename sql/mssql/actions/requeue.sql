@@ -146,3 +146,26 @@ WITH picked AS (
 UPDATE picked SET {release_set}{bump_set}
 OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{lease}) INTO @queueops_out;
 SELECT o.item, o.observed FROM @queueops_out AS o
+-- Status queues whose mapping says more about readiness (issue 31): an item at max_attempts is
+-- never set back to ready ({live}), owner_column is cleared ({owner_set}; the CTE selects it,
+-- {owner_col}), {bump_set} adds the attempt.
+-- @block count_status_follow
+SELECT COUNT(*) AS n FROM (
+    SELECT TOP (:limit_n) 1 AS x FROM {table} WITH (NOLOCK)
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff AND {live}{open_and}) AS s
+-- @block sample_status_follow
+SELECT TOP (:sample_n) {key} AS item, {status} AS status, {status_changed_at} AS observed,
+       DATEDIFF(SECOND, {status_changed_at}, SYSUTCDATETIME()) AS lease_age_s
+FROM {table} WITH (NOLOCK)
+WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff AND {live}{open_and}
+ORDER BY {status_changed_at}, {key}
+-- @block batch_status_follow
+DECLARE @queueops_out TABLE (item nvarchar(450) NOT NULL, observed datetime2 NULL);
+WITH picked AS (
+    SELECT TOP (:batch_n) {key}, {status}, {status_changed_at}{owner_col}{bump_col}
+    FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK, READCOMMITTEDLOCK)
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff AND {live}{open_and}
+    ORDER BY {status_changed_at}, {key})
+UPDATE picked SET {status} = :ready_value, {status_changed_at} = SYSUTCDATETIME(){owner_set}{bump_set}
+OUTPUT CONVERT(nvarchar(450), inserted.{key}), CONVERT(datetime2, deleted.{status_changed_at}) INTO @queueops_out;
+SELECT o.item, o.observed FROM @queueops_out AS o

@@ -143,3 +143,27 @@ UPDATE {table} AS t SET {release_set}{bump_set}
 FROM picked
 WHERE t.{key} = picked.item AND t.{lease} = picked.observed
 RETURNING t.{key} AS item, picked.observed AS observed
+-- Status queues whose mapping says more about readiness (issue 31): an item at max_attempts is
+-- never set back to a ready status ({live}: the library would never take it), owner_column is
+-- cleared ({owner_set}), {bump_set} adds the attempt.
+-- @block count_status_follow
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM {table}
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff AND {live}{open_and} LIMIT :limit_n) AS s
+-- @block sample_status_follow
+SELECT {key} AS item, {status} AS status, {status_changed_at} AS observed,
+       round(extract(epoch FROM (now() - {status_changed_at}))::numeric, 1)::float8 AS lease_age_s
+FROM {table}
+WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff AND {live}{open_and}
+ORDER BY {status_changed_at}, {key} LIMIT :sample_n
+-- @block batch_status_follow
+WITH picked AS (
+    SELECT {key} AS item, {status_changed_at} AS observed FROM {table}
+    WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff AND {live}{open_and}
+    ORDER BY {status_changed_at}, {key} LIMIT :batch_n
+    FOR UPDATE SKIP LOCKED)
+UPDATE {table} AS t SET {status} = :ready_value, {status_changed_at} = now(){owner_set}{bump_set}
+FROM picked
+WHERE t.{key} = picked.item AND t.{status_changed_at} = picked.observed
+  AND t.{status} IN (:processing_values)
+RETURNING t.{key} AS item, picked.observed AS observed
