@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # spark-submit pipeline/run.py: make the reposito
 
 from pipeline import gold, state  # noqa: E402
 from pipeline.params import Params  # noqa: E402
-from pipeline.storage import Partition, hadoop_uri, is_local, join, storage_for  # noqa: E402
+from pipeline.storage import MissingFileSystem, Partition, hadoop_uri, is_local, join, storage_for  # noqa: E402
 from pipeline.thresholds import Thresholds  # noqa: E402
 
 HOUR = timedelta(hours=1)
@@ -375,7 +375,7 @@ def execute(args: argparse.Namespace) -> int:
             print(render(summary))
         sys.stdout.flush()  # the summary is out before the JVM writes its archive (first run only)
         return 0
-    except PipelineError as exc:
+    except (PipelineError, MissingFileSystem) as exc:
         print(f"queueops pipeline: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -140,6 +140,13 @@ class LocalStorage:
         return sorted(e.name for e in os.scandir(p) if e.is_dir())
 
 
+class MissingFileSystem(ValueError):
+    """Spark's Hadoop has no file system for a path's scheme (``s3a://`` without hadoop-aws)."""
+
+
+_NO_FS = re.compile(r"Class \S+FileSystem not found|No FileSystem for scheme \S+")
+
+
 class HadoopStorage:
     """Any file system the driver JVM's Hadoop configuration knows (HDFS, S3A, ABFS, GCS ...)."""
 
@@ -149,7 +156,16 @@ class HadoopStorage:
 
     def _fs(self, path: str) -> tuple[Any, Any]:
         p = self._jvm.org.apache.hadoop.fs.Path(path)
-        return p.getFileSystem(self._conf), p
+        try:
+            return p.getFileSystem(self._conf), p
+        except Exception as exc:  # py4j's Py4JJavaError, whose text is the Java exception's
+            missing = _NO_FS.search(str(exc))
+            if missing is None:
+                raise
+            raise MissingFileSystem(
+                f"{path}: Spark has no file system for it ({missing.group(0)}): the pyspark wheel carries "
+                "Hadoop's client only, no hadoop-aws or other cloud connector; add its jars with --conf "
+                "spark.jars=... (docs/pipeline.md, 'A lake on object storage')") from None
 
     def _ls(self, path: str) -> list[Any]:
         fs, p = self._fs(path)

@@ -77,3 +77,14 @@ def test_progress_shows_running_stages(spark: Any) -> None:
     text = stream.getvalue()
     assert "[pipeline] sleepy [" in text and "stage " in text and "/2" in text
     assert "[pipeline] sleepy: done in" in text
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(1800)
+def test_a_lake_on_s3_without_hadoop_aws_is_a_clear_error(spark: Any) -> None:
+    """The pyspark wheel has no S3A connector (hadoop-aws): the pipeline says so and where the
+    docs tell what to add, instead of a Java stack trace (the CLI prints it and exits 2)."""
+    from pipeline.storage import HadoopStorage, MissingFileSystem
+
+    with pytest.raises(MissingFileSystem, match="S3AFileSystem not found.*hadoop-aws.*object storage"):
+        HadoopStorage(spark).list_partitions("s3a://bucket/queueops/lake/snapshots")
