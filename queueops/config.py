@@ -156,7 +156,8 @@ class Queue(_Model):
     lease_column: Ident | None = None
     error_column: Ident | None = None
     attempts_column: Ident | None = None
-    # What makes an item ready beyond its kind's own column (issue 31; lease kind). Every read
+    # What makes an item ready beyond its kind's own column (issue 31; lease kind, and runnable_at,
+    # max_attempts and owner_column on status queues too). Every read
     # (depth, oldest_age_s, stuck_leases) and requeue follow them; docs/metrics.md, "Readiness".
     # runnable_at: a run-at / scheduled column: ready only when NULL or <= now() (later: scheduled).
     runnable_at: Ident | None = None
