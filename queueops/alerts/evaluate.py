@@ -1,7 +1,10 @@
 """The alert state machine, as a pure function of (rules, one cycle's rows, previous states, now).
 
 States per (rule, target, queue): absent -> ``pending`` (condition true, ``for`` not yet elapsed)
--> ``firing`` -> ``resolved``. Notifications happen on exactly two transitions: to ``firing``
+-> ``firing`` -> ``resolved``. A firing alert whose condition stops holding resolves only once it
+has stayed clear for the rule's ``clear_for_s`` (``clearing_since`` says since when) and, with a
+``clear_value``, only while the value is past that line: a value between the two lines, or a
+condition true again, keeps it firing and starts the clearing count anew (hysteresis). Notifications happen on exactly two transitions: to ``firing``
 and from ``firing`` to ``resolved``. A pending condition that clears before its ``for`` elapses
 just disappears (nothing was announced). A metric missing from the cycle (its collector failed,
 or belongs to another cadence) changes nothing: no data is not "resolved".
@@ -28,6 +31,7 @@ class AlertState:
     since: datetime
     value: float | None
     notified_at: datetime | None = None
+    clearing_since: datetime | None = None  # firing, but its condition has been clear since then
 
     @property
     def key(self) -> Key:
@@ -79,7 +83,8 @@ def evaluate(rules: Iterable[Rule], rows: Iterable[SnapshotRow], states: Mapping
         for _, target, queue, value in rows_of(rule):
             key = (rule.name, target, queue)
             prev = states.get(key)
-            holds = rule.holds(value) and rule.guards_hold(lambda m, t=target, q=queue: latest.get((t, q, m)))
+            guards_ok = rule.guards_hold(lambda m, t=target, q=queue: latest.get((t, q, m)))
+            holds = rule.holds(value) and guards_ok
             current = prev.state if prev else None
             if holds:
                 if current in (None, "resolved"):
@@ -95,13 +100,21 @@ def evaluate(rules: Iterable[Rule], rows: Iterable[SnapshotRow], states: Mapping
                         transitions.append(Transition(rule, target, queue, "firing", value, now, prev.since))
                     elif prev.value != value:
                         changes[key] = replace(prev, value=value)
-                elif current == "firing" and prev is not None and prev.value != value:
-                    changes[key] = replace(prev, value=value)
+                elif current == "firing" and prev is not None and (prev.value != value or prev.clearing_since):
+                    changes[key] = replace(prev, value=value, clearing_since=None)
             else:
                 if current == "pending":
                     changes[key] = None
                 elif current == "firing":
                     assert prev is not None
-                    changes[key] = AlertState(rule.name, target, queue, "resolved", now, value)
-                    transitions.append(Transition(rule, target, queue, "resolved", value, now, prev.since))
+                    if guards_ok and rule.still_active(value):  # between the lines: still firing
+                        if prev.value != value or prev.clearing_since:
+                            changes[key] = replace(prev, value=value, clearing_since=None)
+                        continue
+                    clearing = prev.clearing_since or now
+                    if (now - clearing).total_seconds() >= rule.clear_for_s:
+                        changes[key] = AlertState(rule.name, target, queue, "resolved", now, value)
+                        transitions.append(Transition(rule, target, queue, "resolved", value, now, prev.since))
+                    elif prev.value != value or prev.clearing_since != clearing:
+                        changes[key] = replace(prev, value=value, clearing_since=clearing)
     return changes, transitions

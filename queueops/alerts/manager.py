@@ -4,7 +4,8 @@ announced through the notifiers.
 The in-memory states are authoritative while the service runs (evaluation must not depend on
 the store being up); changes are written through, and changes that could not be written are
 retried on the next cycle. On start the states are read back, so a restarted service does not
-announce again an alert that is already firing.
+announce again an alert that is already firing. Every transition is also appended to
+``alert_events`` (the console's alert history), in the same transaction as the states.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from queueops.alerts import notify
 from queueops.alerts.evaluate import AlertState, Key, Transition, evaluate
 from queueops.alerts.rules import Rule
 from queueops.rows import SnapshotRow, utcnow
-from queueops.store.schema import alert_state
+from queueops.store.schema import alert_events, alert_state
 from queueops.store.timeutil import to_utc
 
 log = logging.getLogger("queueops.alerts")
@@ -30,7 +31,7 @@ _KEY = (alert_state.c.rule == bindparam("k_rule"), alert_state.c.target == bindp
 _DELETE = delete(alert_state).where(*_KEY)
 _UPDATE = update(alert_state).where(*_KEY).values(
     state=bindparam("v_state"), since=bindparam("v_since"), value=bindparam("v_value"),
-    notified_at=bindparam("v_notified_at"))
+    notified_at=bindparam("v_notified_at"), clearing_since=bindparam("v_clearing_since"))
 
 
 class AlertManager:
@@ -44,6 +45,7 @@ class AlertManager:
         self._lock = threading.Lock()
         self.states: dict[Key, AlertState] = {}
         self._unsaved: dict[Key, AlertState | None] = {}
+        self._events: list[dict[str, object]] = []  # transitions not yet written to alert_events
         self.notifications: dict[str, int] = {"webhook_ok": 0, "webhook_failed": 0, "log": 0}
         self._on_transition = on_transition
         self._on_delivery = on_delivery
@@ -56,7 +58,8 @@ class AlertManager:
             with self.engine.connect() as conn:
                 for r in conn.execute(select(alert_state)).mappings():
                     s = AlertState(r["rule"], r["target"], r["queue"], r["state"], to_utc(r["since"]), r["value"],
-                                   to_utc(r["notified_at"]) if r["notified_at"] else None)
+                                   to_utc(r["notified_at"]) if r["notified_at"] else None,
+                                   to_utc(r["clearing_since"]) if r.get("clearing_since") else None)
                     self.states[s.key] = s
         except Exception as exc:  # noqa: BLE001 - a store that is away: start from no state
             log.warning("alert states could not be read from the store (%s); starting with none", exc)
@@ -76,6 +79,10 @@ class AlertManager:
                 else:
                     self.states[key] = st
                 self._unsaved[key] = st
+            self._events += [{"at": t.at, "rule": t.rule.name, "target": t.target, "queue": t.queue,
+                              "state": t.state, "severity": t.rule.severity, "metric": t.rule.metric,
+                              "value": t.value, "active_since": t.active_since, "condition": t.rule.describe()}
+                             for t in transitions]
             self._save()
         for t in transitions:
             if self.log_lines:
@@ -107,7 +114,8 @@ class AlertManager:
         with self._lock:
             st = self.states.get(t.key)
             if st is not None and st.state == t.state:
-                st = AlertState(st.rule, st.target, st.queue, st.state, st.since, st.value, utcnow())
+                st = AlertState(st.rule, st.target, st.queue, st.state, st.since, st.value, utcnow(),
+                                st.clearing_since)
                 self.states[t.key] = st
                 self._unsaved[t.key] = st
             self._save()
@@ -116,14 +124,15 @@ class AlertManager:
         """Write the changed states in one transaction: one batched DELETE and one batched UPDATE
         (a firing alert's value changes every cycle, and one statement per alert was most of a
         100-queue cycle's CPU), then an INSERT for each state the UPDATE did not find."""
-        if not self._unsaved:
+        if not self._unsaved and not self._events:
             return
         try:
             with self.engine.begin() as conn:
                 gone = [{"k_rule": k[0], "k_target": k[1], "k_queue": k[2]}
                         for k, st in self._unsaved.items() if st is None]
                 kept = [{"k_rule": k[0], "k_target": k[1], "k_queue": k[2], "v_state": st.state, "v_since": st.since,
-                         "v_value": st.value, "v_notified_at": st.notified_at}
+                         "v_value": st.value, "v_notified_at": st.notified_at,
+                         "v_clearing_since": st.clearing_since}
                         for k, st in self._unsaved.items() if st is not None]
                 if gone:
                     conn.execute(_DELETE, gone)
@@ -134,7 +143,10 @@ class AlertManager:
                             conn.execute(insert(alert_state).values(
                                 rule=values["k_rule"], target=values["k_target"], queue=values["k_queue"],
                                 state=values["v_state"], since=values["v_since"], value=values["v_value"],
-                                notified_at=values["v_notified_at"]))
+                                notified_at=values["v_notified_at"], clearing_since=values["v_clearing_since"]))
+                if self._events:
+                    conn.execute(insert(alert_events), self._events)
             self._unsaved.clear()
+            self._events.clear()
         except Exception as exc:  # noqa: BLE001 - kept in memory, saved with the next cycle
             log.debug("alert states not saved yet (%s)", exc)

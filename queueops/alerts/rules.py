@@ -13,6 +13,11 @@ the default ``fragmentation_pct`` rules hold only while the key index has at lea
 otherwise a small fragmented index would alert forever with no action that clears it. A metric
 the judge judges on several consecutive samples (stuck leases) gets a ``for`` of that many
 collection intervals, so an alert fires on the sample the console and the pipeline turn red on.
+
+Hysteresis (issue 32: 19 alerts fired and resolved in 30 minutes on the calm lab): a threshold
+rule resolves only once its condition has been false for ``[alerts] thresholds_clear_for_s`` and
+its value is ``thresholds_clear_margin`` of the level back past it; explicit rules set
+``clear_for_s`` and ``clear_value`` themselves (default: resolve at once, at the firing value).
 """
 
 from __future__ import annotations
@@ -38,12 +43,21 @@ class Rule:
     # The judge's guards: (metric, op, value) that must also hold for the same queue in the same
     # cycle; a cycle without that metric does not suppress the rule.
     guards: tuple[Guard, ...] = ()
+    # Hysteresis: a firing alert resolves once the condition has been false for clear_for_s, and
+    # (with clear_value) only while the value is past clear_value, not merely back across value.
+    clear_for_s: float = 0.0
+    clear_value: float | None = None
 
     def applies(self, queue: str) -> bool:
         return not self.queues or queue in self.queues
 
     def holds(self, value: float) -> bool:
         return OPS[self.op](value, self.value)
+
+    def still_active(self, value: float) -> bool:
+        """Whether a firing alert's value keeps it firing: the condition against ``clear_value``
+        (a value between the two lines neither fires nor resolves), else against ``value``."""
+        return OPS[self.op](value, self.value if self.clear_value is None else self.clear_value)
 
     def guards_hold(self, lookup: Callable[[str], float | None]) -> bool:
         """Every guard holds on the same queue's values of this cycle (``lookup(metric)``)."""
@@ -70,7 +84,9 @@ def rule_name(metric: str, op: str, value: float) -> str:
 
 def effective_rules(cfg: Config) -> list[Rule]:
     explicit = [Rule(r.name or rule_name(r.metric, r.op, r.value), r.metric, r.op, float(r.value), float(r.for_s),
-                     frozenset(r.queues), r.severity) for r in cfg.alerts.rules]
+                     frozenset(r.queues), r.severity, clear_for_s=float(r.clear_for_s),
+                     clear_value=None if r.clear_value is None else float(r.clear_value))
+                for r in cfg.alerts.rules]
     names = [r.name for r in explicit]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -100,8 +116,16 @@ def effective_rules(cfg: Config) -> list[Rule]:
                 if level is None:
                     continue
                 out.append(Rule(f"threshold:{metric}:{severity}", metric, op, float(level), for_s,
-                                frozenset({q.name}), severity, "threshold", judge.guards(metric)))
+                                frozenset({q.name}), severity, "threshold", judge.guards(metric),
+                                float(cfg.alerts.thresholds_clear_for_s),
+                                _clear_level(op, float(level), cfg.alerts.thresholds_clear_margin)))
     return out
+
+
+def _clear_level(op: str, level: float, margin: float) -> float:
+    """Where a threshold rule resolves: ``margin`` of the level back past it (above 10, margin 0.2:
+    below 8; a level of 0 at 0)."""
+    return level - margin * abs(level) if op in (">", ">=") else level + margin * abs(level)
 
 
 def _samples_for_s(cfg: Config, metric: str) -> float:

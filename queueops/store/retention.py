@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, delete, select
 
-from queueops.store.schema import alert_state, collector_status, snapshots
+from queueops.store.schema import alert_events, alert_state, collector_status, snapshots
 from queueops.store.timeutil import to_utc
 
 log = logging.getLogger("queueops.store")
@@ -36,6 +36,7 @@ def prune(engine: Engine, retention_days: float, batch: int, now: datetime) -> d
     with engine.begin() as conn:
         out["alert_state"] = conn.execute(delete(alert_state).where(
             alert_state.c.state == "resolved", alert_state.c.since < cutoff)).rowcount or 0
+        out["alert_events"] = conn.execute(delete(alert_events).where(alert_events.c.at < cutoff)).rowcount or 0
     if out["snapshots"] or out["collector_status"]:
         log.info("pruned rows older than %s: %s", cutoff.isoformat(), out)
     return out

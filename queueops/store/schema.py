@@ -69,6 +69,26 @@ alert_state = Table(
     Column("since", DateTime(timezone=True), nullable=False),
     Column("value", Float, nullable=True),
     Column("notified_at", DateTime(timezone=True), nullable=True),
+    # A firing alert whose condition has been clear since then (hysteresis: resolved after clear_for_s).
+    Column("clearing_since", DateTime(timezone=True), nullable=True),
+)
+
+# Every alert transition (fired, resolved), kept for the console's history and the noise benchmark:
+# alert_state holds only each alert's latest state.
+alert_events = Table(
+    "alert_events", metadata,
+    Column("id", RowId, primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("rule", String(256), nullable=False),
+    Column("target", String(128), nullable=False),
+    Column("queue", String(128), nullable=False),
+    Column("state", String(16), nullable=False),  # firing | resolved
+    Column("severity", String(8), nullable=False),
+    Column("metric", String(128), nullable=False),
+    Column("value", Float, nullable=True),
+    Column("active_since", DateTime(timezone=True), nullable=False),
+    Column("condition", Text, nullable=False, default=""),
+    Index("ix_alert_events_at", "at"),
 )
 
 audit_log = Table(

@@ -151,7 +151,8 @@ def test_each_rule_sees_its_metric_and_queues_in_the_rows_order() -> None:
 def test_fragmentation_alerts_only_above_the_rebuild_page_floor() -> None:
     """A small index is never rebuilt (below 1000 pages the action does nothing), so its
     fragmentation must not fire an alert that no action can resolve."""
-    rules = [r for r in effective_rules(cfg(alerts={"thresholds_for_s": 0}))
+    # No hysteresis here (tests/service/test_alert_hysteresis.py has it): the guard alone resolves.
+    rules = [r for r in effective_rules(cfg(alerts={"thresholds_for_s": 0, "thresholds_clear_for_s": 0}))
              if r.metric == "fragmentation_pct" and r.queues == frozenset({"jobs"})]
     assert rules and all(r.guards[0] == ("page_count", ">=", 1000.0) for r in rules)
     small = [row("fragmentation_pct", 90), row("page_count", 40)]
