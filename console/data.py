@@ -467,6 +467,20 @@ class Store:
         df = self._read(select(c).where(c.c.audit_id == int(audit_id)).order_by(c.c.seq))
         return _normalize(df, [col.name for col in c.columns], ts_cols=("start_time", "end_time"))
 
+    def alert_states(self) -> pd.DataFrame:
+        """Every alert's latest state as the service keeps it (``alert_state``: pending, firing, resolved)."""
+        from queueops.store.schema import alert_state as a
+
+        df = self._read(select(a).order_by(a.c.since.desc()))
+        return _normalize(df, [c.name for c in a.columns], ts_cols=("since", "notified_at", "clearing_since"))
+
+    def alert_events(self, since: datetime, limit: int = 2000) -> pd.DataFrame:
+        """Alert transitions (``alert_events``: fired, resolved) since a time, newest first, bounded."""
+        from queueops.store.schema import alert_events as e
+
+        df = self._read(select(e).where(e.c.at >= since).order_by(e.c.at.desc(), e.c.id.desc()).limit(limit))
+        return _normalize(df, [c.name for c in e.columns], ts_cols=("at", "active_since"))
+
 
 def _aware(value: Any) -> Any:
     """SQLite hands back naive UTC times."""

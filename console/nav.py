@@ -29,6 +29,12 @@ def trends() -> st.Page:
     return st.Page(v.render, title="Trends", icon=":material/trending_up:", url_path="trends")
 
 
+def alerts() -> st.Page:
+    from console.views import alerts as v
+
+    return st.Page(v.render, title="Alerts", icon=":material/notifications:", url_path="alerts")
+
+
 def settings() -> st.Page:
     from console.views import settings as v
 
@@ -36,7 +42,7 @@ def settings() -> st.Page:
 
 
 def all_pages() -> list[st.Page]:
-    return [overview(), queue(), audit(), trends(), settings()]
+    return [overview(), queue(), alerts(), audit(), trends(), settings()]
 
 
 def open_queue(name: str) -> None:

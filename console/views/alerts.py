@@ -1,0 +1,146 @@
+"""Alerts: what fires now, and the history of every alert the service announced (issue 32).
+
+Read from the store the collector service writes (``queueops collect``): ``alert_state`` holds each
+alert's latest state (pending, firing -- with ``clearing_since`` while its condition has been clear
+for less than the rule's ``clear_for_s`` -- or resolved), ``alert_events`` every transition. The
+console evaluates nothing itself: an alert is what the service would notify, or nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+import streamlit as st
+
+from console import chrome, context
+from queueops.alerts.rules import Rule, RuleError, effective_rules
+from queueops.config import Config
+
+WINDOWS: dict[str, timedelta] = {"1 h": timedelta(hours=1), "24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
+HISTORY_ROWS = 2000
+
+
+def rules_by_name(cfg: Config) -> dict[str, Rule]:
+    try:
+        return {r.name: r for r in effective_rules(cfg)}
+    except RuleError:
+        return {}
+
+
+def firing_table(states: pd.DataFrame, rules: dict[str, Rule], queue: str | None = None) -> pd.DataFrame:
+    """The firing alerts, worst first: rule, severity, where, value, condition, since, clearing."""
+    cols = ["severity", "rule", "queue", "target", "value", "condition", "firing since", "clearing since"]
+    if states.empty:
+        return pd.DataFrame(columns=cols)
+    df = states[states["state"] == "firing"]
+    if queue:
+        df = df[df["queue"] == queue]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    out = pd.DataFrame({
+        "severity": [rules[r].severity if r in rules else "" for r in df["rule"]],
+        "rule": df["rule"], "queue": df["queue"], "target": df["target"], "value": df["value"],
+        "condition": [rules[r].describe() if r in rules else "" for r in df["rule"]],
+        "firing since": df["since"], "clearing since": df["clearing_since"],
+    })
+    return out.sort_values(["severity", "firing since"], key=lambda s: s.map({"crit": 0, "warn": 1})
+                           if s.name == "severity" else s).reset_index(drop=True)
+
+
+def firings_per_rule(events: pd.DataFrame) -> pd.DataFrame:
+    """Firings and resolutions per rule and queue in the window, most firings first (flapping shows here)."""
+    if events.empty:
+        return pd.DataFrame(columns=["rule", "queue", "firings", "resolutions"])
+    g = events.groupby(["rule", "queue", "state"]).size().unstack("state", fill_value=0)
+    out = pd.DataFrame({"firings": g.get("firing", 0), "resolutions": g.get("resolved", 0)}).reset_index()
+    return out.sort_values(["firings", "rule"], ascending=[False, True]).reset_index(drop=True)
+
+
+def history_table(events: pd.DataFrame) -> pd.DataFrame:
+    if events.empty:
+        return pd.DataFrame(columns=["at", "state", "severity", "rule", "queue", "target", "value", "lasted"])
+    lasted = [(_duration((at - since).total_seconds()) if st_ == "resolved" else "")
+              for at, since, st_ in zip(events["at"], events["active_since"], events["state"], strict=True)]
+    return pd.DataFrame({"at": events["at"], "state": events["state"], "severity": events["severity"],
+                         "rule": events["rule"], "queue": events["queue"], "target": events["target"],
+                         "value": events["value"], "lasted": lasted, "condition": events["condition"]})
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def render() -> None:
+    ctx = context.get()
+    cfg = ctx.cfg
+    chrome.title(ctx, "Alerts")
+    a = cfg.alerts
+    st.caption(f"Evaluated by the collector service (`queueops collect`) on every cycle and kept in its store. "
+               f"Threshold rules resolve after their condition has been clear for {a.thresholds_clear_for_s:g} s "
+               f"and {a.thresholds_clear_margin:.0%} of the level back past it; explicit rules set `for_s`, "
+               f"`clear_for_s` and `clear_value` (README, configuration).")
+    if ctx.store.error:
+        st.error(f"The store cannot be read: {ctx.store.error}", icon=":material/database:")
+    rules = rules_by_name(cfg)
+    queues = ["all queues", *[q.name for q in cfg.queues]]
+    linked = st.query_params.get("queue")
+    with st.columns([3, 1.2])[1]:
+        choice = st.selectbox("Queue", queues, index=queues.index(linked) if linked in queues else 0,
+                              key="al_queue", label_visibility="collapsed")
+    queue = None if choice == "all queues" else choice
+
+    states = ctx.store.alert_states()
+    st.subheader("Firing now")
+    firing = firing_table(states, rules, queue)
+    if firing.empty:
+        st.success("No alert is firing" + (f" on queue {queue}." if queue else "."), icon=":material/check_circle:")
+    else:
+        st.dataframe(firing, hide_index=True, key="al_firing",
+                     column_config=_time_columns(ctx, ("firing since", "clearing since")))
+        clearing = int(firing["clearing since"].notna().sum())
+        if clearing:
+            st.caption(f"{clearing} of them clearing: their condition is clear, they resolve once it has stayed "
+                       "clear for the rule's clear_for_s.")
+    pending = states[states["state"] == "pending"] if not states.empty else states
+    if queue and not pending.empty:
+        pending = pending[pending["queue"] == queue]
+    if not pending.empty:
+        st.caption("Pending (condition true, its `for_s` not elapsed yet): "
+                   + ", ".join(f"{r} on {q}" for r, q in zip(pending["rule"], pending["queue"], strict=True)))
+
+    st.subheader("History")
+    label = st.segmented_control("Window", list(WINDOWS), default="24 h", key="al_window",
+                                 label_visibility="collapsed") or "24 h"
+    events = ctx.store.alert_events(datetime.now(UTC) - WINDOWS[label], limit=HISTORY_ROWS)
+    if queue and not events.empty:
+        events = events[events["queue"] == queue]
+    if events.empty:
+        st.info(f"No alert fired or resolved in the last {label}" + (f" on queue {queue}" if queue else "")
+                + ". Alerts are recorded while `queueops collect` runs.", icon=":material/notifications_off:")
+        return
+    per_rule = firings_per_rule(events)
+    fired = int(per_rule["firings"].sum())
+    st.markdown(f"**{fired}** firing(s) and **{int(per_rule['resolutions'].sum())}** resolution(s) in the last "
+                f"{label}" + (f" (the newest {HISTORY_ROWS} shown)" if len(events) >= HISTORY_ROWS else ""))
+    cols = st.columns([1.3, 2])
+    with cols[0]:
+        st.dataframe(per_rule, hide_index=True, key="al_per_rule")
+        flapping = per_rule[per_rule["firings"] >= 3]
+        if not flapping.empty:
+            st.warning("Fired 3 times or more: " + ", ".join(f"{r} on {q}" for r, q in
+                                                          zip(flapping["rule"], flapping["queue"], strict=True))
+                       + ". Raise its `clear_for_s` or set a `clear_value`.", icon=":material/warning:")
+    with cols[1]:
+        st.dataframe(history_table(events), hide_index=True, key="al_history",
+                     column_config=_time_columns(ctx, ("at",)))
+
+
+def _time_columns(ctx: context.Ctx, names: tuple[str, ...]) -> dict[str, object]:
+    return {n: st.column_config.DatetimeColumn(n, format="YYYY-MM-DD HH:mm:ss", timezone=ctx.tz or "UTC")
+            for n in names}
