@@ -16,7 +16,10 @@
 --   head_blockers        sessions that block others and wait for nobody themselves (often an
 --                        idle-in-transaction session); note: JSON list of up to 5, most blocked
 --                        first, with pid, usename, application_name, state, transaction age, what
---                        it runs, how many sessions wait behind it (whole chain) and the depth.
+--                        it runs, how many sessions wait behind it (whole chain) and the depth,
+--                        its backend_start (with the pid: the session, not a reused pid) and the
+--                        pids waiting behind it (the console ties a head to the queues whose
+--                        lock_waiters it holds up).
 -- @block main
 WITH RECURSIVE lockwait AS (
     SELECT a.pid FROM pg_stat_activity AS a
@@ -73,9 +76,10 @@ WITH RECURSIVE lockwait AS (
 ), detail AS (
     SELECT json_agg(json_build_object(
                'pid', p.head, 'usename', a.usename, 'application_name', a.application_name,
-               'client_addr', a.client_addr::text, 'state', a.state,
-               'xact_age_s', round(extract(epoch FROM clock_timestamp() - a.xact_start)::numeric, 1),
-               'state_age_s', round(extract(epoch FROM clock_timestamp() - a.state_change)::numeric, 1),
+               'client_addr', a.client_addr::text, 'state', a.state, 'backend_start', a.backend_start,
+               'xact_age_s', round(greatest(0, extract(epoch FROM clock_timestamp() - a.xact_start))::numeric, 1),
+               'state_age_s', round(greatest(0, extract(epoch FROM clock_timestamp() - a.state_change))::numeric, 1),
+               'waiters', (SELECT (array_agg(DISTINCT c.waiter ORDER BY c.waiter))[1:20] FROM chain AS c WHERE c.head = p.head),
                'wait_event', a.wait_event_type || ':' || a.wait_event, 'query', left(a.query, 300),
                'blocked', p.blocked, 'depth', p.depth) ORDER BY p.blocked DESC, p.head) AS heads,
            count(*) AS n

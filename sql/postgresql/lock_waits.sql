@@ -8,7 +8,14 @@
 -- lock_blockers: sessions holding a table lock that blocks every insert, update and delete
 -- (SHARE and stronger: LOCK TABLE, VACUUM FULL, an offline REINDEX, CREATE INDEX). Dequeuers with a
 -- short lock_timeout wait briefly and retry, so a sample can fall between their waits and see no
--- waiter; the holder is there in every sample.
+-- waiter; the holder is there in every sample. Its note names each holder ("held": pid:mode, and
+-- "holders": up to 5 sessions with pid, backend_start, user, application, state, transaction
+-- start and age, the statement), so the console can name and end it whether or not a waiter is
+-- caught waiting at the sampling instant.
+-- lock_wait_max_s counts, while such a lock is held, from its holder's transaction start (a table
+-- lock lasts to the end of its transaction, so this is at most how long it has been held): a
+-- dequeuer with a 200 ms lock_timeout waits 200 ms at a time and retries, but the queue waits as
+-- long as the lock is held.
 -- pg_locks is read once for every queue of the target (block 'all': the queue names and tables
 -- are bound lists); nothing here touches the queue tables, so it answers even while a table is
 -- locked. PostgreSQL keeps no per-table lock/latch wait totals: see docs/metrics.md.
@@ -29,12 +36,27 @@ WITH q AS (
     FROM q
     LEFT JOIN waiting AS w ON EXISTS (SELECT 1 FROM l WHERE l.pid = w.pid AND l.relation = q.relid)
     GROUP BY q.queue
-), holders AS (
-    SELECT q.queue, count(DISTINCT h.pid) AS n,
-           array_agg(DISTINCT h.pid::text || ':' || h.mode) FILTER (WHERE h.pid IS NOT NULL) AS who
+), held AS (
+    SELECT q.queue, h.pid, string_agg(DISTINCT h.mode, ',') AS mode,
+           row_number() OVER (PARTITION BY q.queue ORDER BY h.pid) AS rn
     FROM q
-    LEFT JOIN l AS h ON h.relation = q.relid AND h.granted
-                    AND h.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
+    JOIN l AS h ON h.relation = q.relid AND h.granted
+               AND h.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
+    GROUP BY q.queue, h.pid
+), holders AS (
+    SELECT q.queue, count(hd.pid) AS n,
+           array_agg(hd.pid::text || ':' || hd.mode ORDER BY hd.pid) FILTER (WHERE hd.pid IS NOT NULL) AS who,
+           max(extract(epoch FROM clock_timestamp() - a.xact_start)) AS held_s,
+           json_agg(json_build_object(
+               'pid', hd.pid, 'mode', hd.mode, 'usename', a.usename, 'application_name', a.application_name,
+               'client_addr', a.client_addr::text, 'state', a.state, 'backend_start', a.backend_start,
+               'xact_start', a.xact_start,
+               'xact_age_s', round(greatest(0, extract(epoch FROM clock_timestamp() - a.xact_start))::numeric, 1),
+               'query', left(a.query, 300)) ORDER BY a.xact_start NULLS LAST, hd.pid)
+               FILTER (WHERE hd.pid IS NOT NULL AND hd.rn <= 5) AS items
+    FROM q
+    LEFT JOIN held AS hd ON hd.queue = q.queue
+    LEFT JOIN pg_stat_activity AS a ON a.pid = hd.pid
     GROUP BY q.queue
 )
 SELECT p.queue, v.metric, v.value, v.note
@@ -43,7 +65,9 @@ JOIN holders AS hq ON hq.queue = p.queue
 CROSS JOIN LATERAL (VALUES
     ('lock_waiters', p.n::float8,
      CASE WHEN p.n = 0 THEN 'exact (pg_locks now)' ELSE json_build_object('pids', p.pids[1:20])::text END),
-    ('lock_wait_max_s', coalesce(p.longest_s, 0)::float8, 'pg_locks.waitstart'),
+    ('lock_wait_max_s', greatest(coalesce(p.longest_s, 0), coalesce(hq.held_s, 0))::float8,
+     CASE WHEN hq.n = 0 THEN 'pg_locks.waitstart' ELSE 'the blocking lock''s transaction start (pg_stat_activity.xact_start)' END),
     ('lock_blockers', hq.n::float8,
-     CASE WHEN hq.n = 0 THEN 'exact (pg_locks now)' ELSE json_build_object('held', hq.who[1:20])::text END)
+     CASE WHEN hq.n = 0 THEN 'exact (pg_locks now)'
+          ELSE json_build_object('held', hq.who[1:20], 'holders', hq.items)::text END)
 ) AS v (metric, value, note)

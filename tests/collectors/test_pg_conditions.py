@@ -355,10 +355,16 @@ def test_lock_hold_shows_waiters_the_blocker_and_times_out_only_the_collectors_t
             # The holder is reported in every sample, whether or not a waiter is caught waiting.
             assert c.value("lease", "lock_blockers") == 1 and c.value("delete", "lock_blockers") == 0
             assert json.loads(c.row("lease", "lock_blockers").note)["held"] == [f"{holder_pid}:AccessExclusiveLock"]
+            # ...with the session itself, so the console can name it and end it (issue 32).
+            held = json.loads(c.row("lease", "lock_blockers").note)["holders"]
+            assert [(h["pid"], h["mode"], h["application_name"]) for h in held] == [
+                (holder_pid, "AccessExclusiveLock", "lock-holder")]
+            assert held[0]["backend_start"] and held[0]["xact_age_s"] >= 0
             assert c.value("", "blocked_sessions") >= 1 and c.value("", "head_blockers") >= 1
             heads = json.loads(c.row("", "head_blockers").note)
             assert heads[0]["pid"] == holder_pid and heads[0]["application_name"] == "lock-holder"
             assert heads[0]["state"] == "idle in transaction" and heads[0]["blocked"] >= 1
+            assert waiter_pid in heads[0]["waiters"] and heads[0]["backend_start"]
             assert c.value("", "lock_waiters_total") >= 1
             assert c.value("", "probe_lock_timeouts") == 5
     c = collect(cfg, "lock_waits", "blocking_chains", "depth")
@@ -470,3 +476,14 @@ def test_a_real_deadlock_moves_the_counter_and_its_rate(cfg, clean_lab) -> None:
     second = run_once(cfg, None, rates)
     rate_row = next(r for r in second.rows if r.metric == "deadlocks_per_s")
     assert rate_row.value > 0 and rate_row.note.startswith("delta over")
+
+
+def test_a_table_lock_counts_as_a_lock_wait_for_as_long_as_it_is_held(cfg, clean_lab) -> None:  # noqa: ANN001
+    """Dequeuers with a short lock_timeout wait 200 ms at a time and retry: the queue's wait is the
+    hold's, from the holding transaction's start, whether or not a waiter is caught (issue 32)."""
+    with holding(clean_lab.connect, "BEGIN", "SELECT pg_sleep(1.5)", "LOCK TABLE lab.q_lease IN EXCLUSIVE MODE"):
+        c = collect(cfg, "lock_waits")
+        assert c.value("lease", "lock_waiters") == 0  # nobody waits at this instant...
+        assert c.value("lease", "lock_blockers") == 1
+        assert c.value("lease", "lock_wait_max_s") >= 1.5  # ...but the queue has been held since then
+        assert c.value("delete", "lock_wait_max_s") == 0
