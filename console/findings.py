@@ -13,21 +13,45 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from console.health import format_age, format_value
+from console.health import QueueHealth, format_age, format_value, queue_health
 from queueops.config import Queue
-from queueops.judge import RULES, SNAPSHOT_WARN_S, SOURCES, advice, metric_state, snapshot_state
+from queueops.judge import (
+    RULES,
+    SNAPSHOT_WARN_S,
+    SOURCES,
+    advice,
+    blocker_state,
+    metric_state,
+    snapshot_state,
+    worst_state,
+)
 
 Severity = Literal["crit", "warn", "info"]
 ORDER = {"crit": 0, "warn": 1, "info": 2}
 
 @dataclass(frozen=True)
 class RootCause:
-    """A session that explains a symptom: the snapshot holder or a blocker (from target rows)."""
+    """A session that explains a symptom: the snapshot holder, or a blocker -- the head of sessions
+    waiting on a lock, or a session holding a table lock that stops a queue's dequeues (its
+    details carry the lock ``mode``), whether or not a waiter is caught at the sampling instant."""
 
     kind: Literal["snapshot", "blocker", "other"]
     metric: str
     age_s: float | None
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int | None:
+        for key in ("pid", "session_id"):
+            v = self.details.get(key)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        return None
+
+    @property
+    def holds_table(self) -> bool:
+        """A table-lock holder (``lock_blockers``), not only the head of a chain of waiters."""
+        return bool(self.details.get("mode"))
 
     @property
     def session(self) -> str:
@@ -51,6 +75,9 @@ class RootCause:
         age = f" for {format_age(self.age_s)}" if self.age_s is not None else ""
         what = {"snapshot": "holds the oldest snapshot", "blocker": "blocks other sessions",
                 "other": self.metric.replace("_", " ")}[self.kind]
+        if self.holds_table:
+            table = self.details.get("table")
+            what = f"holds {self.details['mode']} on " + (f"queue {table}'s table" if table else "the queue table")
         return f"{self.session}{who} {what}{age}"
 
 
@@ -71,27 +98,89 @@ DUPLICATES = frozenset({"oldest_xmin_age_xids"})
 SNAPSHOT_MIN_AGE_S = SNAPSHOT_WARN_S
 
 
+# Rows whose details are lists of sessions under a key, not one session: the table-lock holders.
+HOLDERS = "lock_blockers"
+# Snapshot holders without a session (a prepared transaction, a replication slot) are named by
+# their gid / slot in ``query``: a root cause, but nothing to end from the console.
+SESSIONLESS = frozenset({"prepared transaction", "replication slot"})
+
+
 def root_causes(rows: Sequence[tuple[str, float | None, Mapping[str, Any] | None]]) -> list[RootCause]:
     """Target-wide rows ``(metric, value, details)`` → root causes, the longest-standing first.
 
     A row without details (a plain counter, ``{}`` when nothing holds a snapshot, ``[]`` when
-    nobody blocks) is not a root cause; a list of details (the head blockers) is one cause each.
-    The value of a root-cause row is its age in seconds unless the details carry an explicit age.
+    nobody blocks) is not a root cause; a list of details (the head blockers) is one cause each;
+    ``lock_blockers``' ``holders`` are one cause each (the lock's ``mode`` in their details). A
+    session without a pid is not a root cause (there is no card without a session to name and
+    end), except a prepared transaction or replication slot holding the oldest snapshot. The age
+    is the details' own (``xact_age_s``...); a row's value is its age only for a lone snapshot row.
     """
-    out = []
+    out: dict[tuple[str, object], RootCause] = {}
     for metric, value, details in rows:
         if not details or metric in DUPLICATES:
             continue
-        items = details.get("items") if set(details) == {"items"} else [details]
-        for item in items or ():
+        if metric == HOLDERS:
+            items = details.get("holders") or []
+        elif set(details) == {"items"}:
+            items = details.get("items") or []
+        else:
+            items = [details]
+        kind = classify(metric)
+        if kind == "other":
+            continue  # waiters' pid lists and other notes: evidence, not a session to name
+        for item in items:
             if not isinstance(item, Mapping) or not item:
                 continue
-            kind = classify(metric)
-            age = _age(item, value if len(items) == 1 else None)
+            age = _age(item, value if kind == "snapshot" and len(items) == 1 else None)
+            cause = RootCause(kind, metric, age, dict(item))
+            if cause.pid is None and not (kind == "snapshot" and item.get("kind") in SESSIONLESS):
+                continue
             if kind == "snapshot" and (age is None or age < SNAPSHOT_MIN_AGE_S):
                 continue
-            out.append(RootCause(kind, metric, age, dict(item)))
-    return sorted(out, key=lambda r: (-(r.age_s or 0)))
+            key = (kind, cause.pid if cause.pid is not None else id(item))
+            seen = out.get(key)
+            if seen is not None:  # the head of a chain that also holds the table lock: one cause
+                merged = {**seen.details, **{k: v for k, v in item.items() if v is not None}}
+                age = max(a for a in (seen.age_s, age, -1.0) if a is not None)
+                cause = RootCause(kind, seen.metric if seen.holds_table else metric, age if age >= 0 else None,
+                                  merged)
+            out[key] = cause
+    return sorted(out.values(), key=lambda r: (-(r.age_s or 0)))
+
+
+def for_queue(causes: Sequence[RootCause], waiter_pids: Sequence[int] = ()) -> list[RootCause]:
+    """The root causes that concern one queue: the snapshot holder (it pins the dead tuples of every
+    table of its database), the sessions holding its table (already this queue's rows), and the
+    heads of chains whose waiters include the queue's ``lock_waiters`` -- a head blocker holding
+    up only another table is not this queue's cause (a head from an older collector that does not
+    list its waiters counts for every queue, as before)."""
+    mine = set(waiter_pids)
+    out = []
+    for c in causes:
+        if c.kind == "blocker" and not c.holds_table and "waiters" in c.details:
+            if not mine & set(c.details.get("waiters") or ()):
+                continue
+        out.append(c)
+    return out
+
+
+Row = tuple[str, float | None, Mapping[str, Any] | None]
+
+
+def causes_of(target_rows: Sequence[Row], queue: str, queue_rows: Sequence[Row]) -> list[RootCause]:
+    """One queue's root causes from its target's rows and its own (``(metric, value, details)``):
+    :func:`root_causes` of both, the table-lock holders named with the queue, kept to what concerns
+    the queue (:func:`for_queue`, by the pids in its ``lock_waiters`` note)."""
+    rows: list[Row] = list(target_rows)
+    waiters: list[int] = []
+    for metric, value, details in queue_rows:
+        if metric == HOLDERS and details:
+            details = {**details, "holders": [{**h, "table": queue} for h in details.get("holders") or ()
+                                              if isinstance(h, Mapping)]}
+        if metric == "lock_waiters" and details:
+            waiters = [p for p in details.get("pids") or () if isinstance(p, int)]
+        rows.append((metric, value, details))
+    return for_queue(root_causes(rows), waiters)
 
 
 def _age(details: Mapping[str, Any], value: float | None) -> float | None:
@@ -184,8 +273,21 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
     elif snapshot is not None and snap_state in ("warn", "crit"):
         add(_sev(snap_state), "ghosts_held_by_snapshot", snapshot.summary)
 
-    if blocker is not None and lock_state not in ("warn", "crit"):
-        add("warn", "blocker", blocker.summary)
+    age_state = _state(queue, "oldest_age_s", values)
+    if blocker is not None:
+        # The cause is at least as severe as the symptom it causes here (waiters, the oldest item's
+        # age): the page must not show the symptom red and its cause amber.
+        symptoms = [lock_state, age_state if not (v("stuck_leases") or 0) > 0 else "ok"]
+        sev = worst_state([blocker_state(blocker.age_s, blocker.holds_table), *symptoms])
+        evidence = [blocker.summary]
+        if blocker.details.get("state"):
+            evidence.append(str(blocker.details["state"]))
+        if v("lock_waiters"):
+            evidence.append(f"{format_value('lock_waiters', v('lock_waiters'))} session(s) waiting on this table now")
+        if age_state in ("warn", "crit"):
+            evidence.append(f"the oldest item has waited {format_age(v('oldest_age_s'))}")
+        if sev in ("warn", "crit"):
+            add(_sev(sev), "blocker", "; ".join(evidence))
 
     if drift is not None and drift > 0 and queue.watermark and ghosts_state in ("warn", "crit"):
         add("info", "watermark_lags",
@@ -193,7 +295,8 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
 
     timeouts = v("lock_timeouts_per_s")
     held = v("lock_blockers")
-    if lock_state in ("warn", "crit") or (timeouts is not None and timeouts > 0) or (held is not None and held > 0):
+    if blocker is None and (lock_state in ("warn", "crit") or (timeouts is not None and timeouts > 0)
+                            or (held is not None and held > 0)):
         evidence = []
         if v("lock_waiters"):
             evidence.append(f"{format_value('lock_waiters', v('lock_waiters'))} session(s) waiting on a lock")
@@ -201,8 +304,6 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
             evidence.append(f"{held:.0f} session(s) holding a table lock that blocks every change")
         if timeouts:
             evidence.append(f"{timeouts:.2f} lock timeouts/s")
-        if blocker is not None:
-            evidence.append(blocker.summary)
         add(_sev(lock_state if lock_state != "ok" else "warn"), "lock_waits",
             "; ".join(evidence) or "lock waits on the queue table")
 
@@ -227,9 +328,8 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
                 f"about {format_value('rows_total', finished)} of {format_value('rows_total', total)} rows "
                 "are no longer ready")
 
-    age_state = _state(queue, "oldest_age_s", values)
     depth_state = _state(queue, "depth", values)
-    if age_state in ("warn", "crit") and depth_state == "ok" and not (stuck and stuck > 0):
+    if age_state in ("warn", "crit") and depth_state == "ok" and not (stuck and stuck > 0) and blocker is None:
         add(_sev(age_state), "consumers_stalled",
             f"oldest item waiting {format_age(v('oldest_age_s'))} with depth {format_value('depth', v('depth'))}")
 
@@ -238,3 +338,15 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
 
     recs.sort(key=lambda r: ORDER[r.severity])
     return recs
+
+
+def assess(queue: Queue, dialect: str, values: Mapping[str, float | None], causes: Sequence[RootCause] = (),
+           reachable: bool = True, error: str = "", recent: Mapping[str, int] | None = None
+           ) -> tuple[QueueHealth, list[Recommendation]]:
+    """A queue's health and its findings, as every page shows them: the findings first
+    (:func:`recommend`), then the state the judge gives metrics and findings together
+    (:func:`queueops.judge.queue_state` through :func:`console.health.queue_health`)."""
+    recs = recommend(queue, dialect, values, causes, recent) if reachable else []
+    health = queue_health(queue, values, reachable=reachable, error=error, recent=recent,
+                          findings=[(r.severity, r.rule, f"{r.title}: {r.evidence}") for r in recs])
+    return health, recs

@@ -8,11 +8,12 @@ guards and samples required are the judge's, shared with the alerts and the pipe
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from queueops import catalog
+from queueops import judge as judge_mod
 from queueops.config import Queue
 from queueops.judge import State, judge, metric_state, samples_required, severity, streak
 
@@ -77,14 +78,40 @@ class QueueHealth:
     values: Mapping[str, float | None] = field(default_factory=dict)
     error: str = ""  # why the queue could not be read although its target answered
     recent: Mapping[str, int] = field(default_factory=dict)  # consecutive samples past the level
+    # The findings that weigh in the state: (severity, rule id, "title: evidence"), worst first.
+    findings: tuple[tuple[str, str, str], ...] = ()
+    # Values past a level that the judge leaves out, and why (the fragmentation page floor).
+    ignored: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def causes(self) -> list[str]:
+        """The warn / crit findings that name a root cause (a session), worst first."""
+        return [text for sev, rule, text in self.findings if sev in ("crit", "warn") and rule in CAUSE_RULES]
 
     @property
     def reason(self) -> str:
-        return "; ".join([f.text() for f in self.reasons] + ([self.error] if self.error else []))
+        """Why the queue has its state: root causes first, then every metric past a level, then the
+        other findings that raise the state."""
+        metric_rules = {catalog_rule(f.metric) for f in self.reasons}
+        others = [text for sev, rule, text in self.findings
+                  if sev in ("crit", "warn") and rule not in metric_rules and text not in self.causes]
+        return "; ".join(self.causes + [f.text() for f in self.reasons] + others
+                         + ([self.error] if self.error else []))
+
+
+# Findings that name a root cause (a session): a queue's "Why" leads with them.
+CAUSE_RULES = ("blocker", "ghosts_held_by_snapshot", "lock_waits")
+
+
+def catalog_rule(metric: str) -> str | None:
+    """The judge's rule a metric feeds (its catalog ``finding``)."""
+    m = catalog.get(metric)
+    return m.finding if m is not None else None
 
 
 def queue_health(queue: Queue, values: Mapping[str, float | None], reachable: bool = True,
-                 error: str = "", recent: Mapping[str, int] | None = None) -> QueueHealth:
+                 error: str = "", recent: Mapping[str, int] | None = None,
+                 findings: Sequence[tuple[str, str, str]] = ()) -> QueueHealth:
     """Judge one queue from its latest values: the worst metric wins, every breach is a reason.
 
     The judge (:mod:`queueops.judge`) decides each metric: its guards (fragmentation only on an
@@ -95,9 +122,14 @@ def queue_health(queue: Queue, values: Mapping[str, float | None], reachable: bo
     cannot vouch for it, and it must not look green. ``error`` (a missing or unreadable table while
     the target answers) is shown as the reason, so the console never blames the target for it.
     """
+    ranked = tuple(sorted(findings, key=lambda f: RANK.get(f[0], 3)))
     if not reachable or not any(values.get(m) is not None for m in ("depth", "oldest_age_s")):
-        return QueueHealth(queue.name, queue.target, "unknown", (), 0.0, dict(values), error, dict(recent or {}))
+        # Not sampled: unknown, unless a finding from its target (a session holding its table) is critical.
+        state = judge_mod.queue_state((), [f[0] for f in ranked], known=False) if reachable else "unknown"
+        return QueueHealth(queue.name, queue.target, state, (), 1.0 if state == "crit" else 0.0, dict(values), error,
+                           dict(recent or {}), ranked)
     reasons: list[Finding] = []
+    ignored: dict[str, str] = {}
     score = 0.0
     order = judged_metrics(queue)
     for metric in order:
@@ -106,14 +138,21 @@ def queue_health(queue: Queue, values: Mapping[str, float | None], reachable: bo
         if value is None or thr is None:
             continue
         state = metric_state(metric, values, thr, (recent or {}).get(metric))
+        why = judge_mod.ignored(metric, values, thr)
+        if why:
+            ignored[metric] = why
         if state in ("warn", "crit"):
             level = thr.crit if state == "crit" else thr.warn
             reasons.append(Finding(metric, float(value), state, level, thr.direction))
             score = max(score, severity(float(value), thr))
     reasons.sort(key=lambda f: (RANK[f.state], order.index(f.metric)))
-    state: State = reasons[0].state if reasons else ("warn" if error else "ok")
+    # One state: the worst of the metrics' verdicts and the findings' severities (the judge's rule).
+    state: State = judge_mod.queue_state([f.state for f in reasons] + (["warn"] if error else []),
+                                         [f[0] for f in ranked])
+    if state != "ok" and not reasons:
+        score = 1.0  # a finding alone (a session holding the table): ranked as just past a level
     return QueueHealth(queue.name, queue.target, state, tuple(reasons), score, dict(values), error,
-                       dict(recent or {}))
+                       dict(recent or {}), ranked, ignored)
 
 
 def cell_state(queue: Queue, health: QueueHealth, metric: str) -> State:

@@ -45,5 +45,6 @@ def all_pages() -> list[st.Page]:
     return [overview(), queue(), alerts(), audit(), trends(), settings()]
 
 
-def open_queue(name: str) -> None:
-    st.switch_page(queue(), query_params={"queue": name})
+def open_queue(name: str, **params: str) -> None:
+    """The queue's page; ``end=PID`` opens that session's End session preview there."""
+    st.switch_page(queue(), query_params={"queue": name, **params})

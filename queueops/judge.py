@@ -25,12 +25,19 @@ Decisions recorded here (each was written differently in several places before):
   one observation finds expired, so the advice and the action agree. The console, which samples
   every ``cache_s`` and starts with no history, could not count consecutive samples reliably
   anyway; three would only delay the page by two collection intervals.
+* A queue has one state (:func:`queue_state`): the worst of its metrics' verdicts and of its
+  findings' severities, so a root cause with healthy metrics (a snapshot held for minutes, a
+  session holding the queue's table between two dequeue attempts) is a warning on the Overview
+  and on the queue's pill alike, never "ok" beside a red finding (issue 32). A root cause is at
+  least as severe as the symptom it causes (:func:`blocker_state`, :data:`LOCK_HOLD_CRIT_S`).
+* A value past its level that a guard leaves out says why (:func:`ignored`) instead of reading
+  as healthy.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -159,6 +166,61 @@ def snapshot_state(age_s: float | None) -> State:
     if age_s is None:
         return "unknown"
     return "crit" if age_s >= SNAPSHOT_CRIT_S else "warn" if age_s >= SNAPSHOT_WARN_S else "ok"
+
+
+# A session holding a table lock that stops a queue's dequeues (LOCK TABLE, VACUUM FULL, an
+# offline REINDEX): a warning from the first sample -- nothing is dequeued while it holds it -- and
+# critical from this many seconds of its transaction (the old-snapshot rule's warning level: a
+# queue's own transactions take milliseconds).
+LOCK_HOLD_CRIT_S = SNAPSHOT_WARN_S
+
+# The head of a chain of waiters that does not hold the table itself (a row lock): ordinary for a
+# moment on a busy queue, a root cause from this many seconds of its transaction.
+BLOCKER_MIN_AGE_S = 10.0
+
+
+def blocker_state(age_s: float | None, holds_table: bool) -> State:
+    """The state a blocking session gives the queue it holds up. A session holding a table lock
+    that stops the queue's dequeues: warn at once (nothing is dequeued while it holds it), crit
+    from :data:`LOCK_HOLD_CRIT_S` of its transaction. The head of waiters on a row lock: ok under
+    :data:`BLOCKER_MIN_AGE_S`, then warn, crit from :data:`LOCK_HOLD_CRIT_S`."""
+    age = age_s if age_s is not None else 0.0
+    if age >= LOCK_HOLD_CRIT_S:
+        return "crit"
+    return "warn" if holds_table or age >= BLOCKER_MIN_AGE_S else "ok"
+
+
+def worst_state(states: Iterable[str]) -> State:
+    """The worst of ``crit`` / ``warn`` / ``ok`` (anything else counts as ``ok``)."""
+    found = [s for s in states if s in ("crit", "warn")]
+    return "crit" if "crit" in found else "warn" if found else "ok"
+
+
+def queue_state(metric_states: Iterable[str], finding_severities: Iterable[str] = (), known: bool = True) -> State:
+    """A queue's one state, the same on every screen, alert and report: the worst of its metrics'
+    verdicts (:func:`metric_state`) and of its findings' severities (``crit`` / ``warn``; ``info``
+    does not count). A queue that could not be sampled (``known`` false) is ``unknown`` unless a
+    finding is critical -- a root cause seen on its target (a session holding its table) outranks
+    not knowing its depth -- and is never ``ok``."""
+    worst = worst_state((*metric_states, *finding_severities))
+    if not known and worst != "crit":
+        return "unknown"
+    return worst
+
+
+def ignored(metric: str, values: Mapping[str, float | None], threshold: Levels | None) -> str:
+    """Why the judge leaves a value past its level out of the queue's state ('' when it does not):
+    a guard that fails (:func:`guards`), e.g. fragmentation of an index under the page floor,
+    which the rebuild action would not touch."""
+    if judge(values.get(metric), threshold) not in ("warn", "crit"):
+        return ""
+    names = {"page_count": "pages in the index", "rows_total": "rows in the table"}
+    for other, op, level in guards(metric):
+        v = values.get(other)
+        if v is not None and not OPS[op](float(v), level):
+            return (f"not judged: {float(v):,.0f} {names.get(other, other)}, under the floor of {level:,.0f} "
+                    f"({other} {op} {level:,.0f}); the rebuild action does nothing below it")
+    return ""
 
 
 # The articles the fixes come from (the queue kinds' seeds), by id.

@@ -9,13 +9,15 @@ what the console sampled itself since it started.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pandas as pd
 import streamlit as st
 
 from console import auth, chrome, context, nav, style
-from console.data import LiveSample, LiveSampler, sparklines
+from console.data import LiveSample, LiveSampler, parse_note, sparklines
+from console.findings import RootCause, assess, causes_of
 from console.health import (
     WORD,
     QueueHealth,
@@ -24,33 +26,57 @@ from console.health import (
     format_age,
     is_stale,
     multi_sample_metrics,
-    queue_health,
     streaks,
     worst_first,
 )
-from queueops import catalog
-from queueops.config import Config
+from queueops import catalog, judge
+from queueops.config import Config, Queue
 
 # Overview columns after state / queue / target / kind: (metric, header), from the metric catalog
 # (``overview = N`` in sql/metrics.toml; a percentage's header says so).
 COLUMNS: tuple[tuple[str, str], ...] = tuple(
     (m, catalog.label(m) + (" %" if catalog.unit(m) == "%" else "")) for m in catalog.overview_columns())
 CELL_BG = {"crit": "background-color: #ffebe9; color: #a40e26", "warn": "background-color: #fff8c5; color: #7d4e00",
-           "ok": "", "unknown": "background-color: #eaeef2; color: #57606a"}
+           "ok": "", "unknown": "background-color: #eaeef2; color: #57606a",
+           "ignored": "color: #57606a; font-style: italic"}
+# Columns of metrics the judge judges only past a guard (fragmentation: the index's page floor).
+GUARDED = frozenset(m for m, _ in COLUMNS if judge.guards(m))
+
+
+def short_ignored(values: Mapping[str, float | None], metric: str) -> str:
+    """A cell's few words on why its value is not judged: ``not judged: 312 pages < 1,000``."""
+    for other, _op, level in judge.guards(metric):
+        v = values.get(other)
+        if v is not None and v < level:
+            unit = {"page_count": "pages", "rows_total": "rows"}.get(other, other)
+            return f"not judged: {v:,.0f} {unit} < {level:,.0f}"
+    return "not judged"
 STATE_BG = {**CELL_BG, "ok": "color: #1a7f37"}
 SPARK_METRIC = "depth"
 
 
+def causes_for(sample: LiveSample, q: Queue) -> list[RootCause]:
+    """The root causes that concern one queue now: its target's (the snapshot holder, heads of
+    blocking chains whose waiters include the queue's) and its own rows' (the sessions holding its
+    table), see :func:`console.findings.causes_of`."""
+    target = [(r.metric, r.value, parse_note(r.note)) for r in sample.target_rows(q.target)]
+    own = [(r.metric, r.value, parse_note(r.note)) for r in sample.rows if r.target == q.target and r.queue == q.name]
+    return causes_of(target, q.name, own)
+
+
 def judge_all(cfg: Config, sample: LiveSample,
               history: Sequence[tuple[str, str, str, float | None]] = ()) -> list[QueueHealth]:
-    """Every configured queue judged from the sample, worst first; ``history`` (time-ordered
-    ``(target, queue, metric, value)`` rows of recent samples) gives the metrics the judge needs
-    several consecutive samples of (stuck leases) their streaks."""
+    """Every configured queue judged from the sample, worst first, as its own page judges it
+    (:func:`console.findings.assess`: the worst of its metrics and its findings, root causes
+    included); ``history`` (time-ordered ``(target, queue, metric, value)`` rows of recent samples)
+    gives the metrics the judge needs several consecutive samples of (stuck leases) their streaks."""
     values = sample.values()
     down = sample.unreachable()
     errors = sample.queue_errors()
-    return worst_first(queue_health(q, values.get((q.target, q.name), {}), reachable=q.target not in down,
-                                    error=errors.get((q.target, q.name), ""), recent=streaks(history, q))
+    return worst_first(assess(q, cfg.target(q.target).dialect, values.get((q.target, q.name), {}),
+                              causes_for(sample, q) if q.target not in down else [],
+                              reachable=q.target not in down, error=errors.get((q.target, q.name), ""),
+                              recent=streaks(history, q))[0]
                        for q in cfg.queues)
 
 
@@ -84,8 +110,14 @@ def table(cfg: Config, healths: list[QueueHealth], spark: Mapping[tuple[str, str
         cell: dict[str, str] = {"State": h.state}
         for metric, header in COLUMNS:
             v = h.values.get(metric)
-            row[header] = (format_age(v) if v is not None else "—") if metric == "oldest_age_s" else v
-            cell[header] = cell_state(q, h, metric)
+            if metric == "oldest_age_s":
+                row[header] = format_age(v) if v is not None else "—"
+            elif metric in GUARDED:  # text: a value the judge leaves out says so in its cell
+                row[header] = "" if v is None else f"{v:.1f}" + (f" · {short_ignored(h.values, metric)}"
+                                                                 if metric in h.ignored else "")
+            else:
+                row[header] = v
+            cell[header] = "ignored" if metric in h.ignored else cell_state(q, h, metric)
         rows.append(row)
         states.append(cell)
     df = pd.DataFrame(rows)
@@ -150,6 +182,89 @@ def _tiles(healths: list[QueueHealth], n_targets: int, n_down: int) -> None:
     cols[4].metric("Targets up", f"{n_targets - n_down} / {n_targets}", border=True)
 
 
+@dataclass
+class CauseRow:
+    """One root cause on the Overview: the session, what it does, the queues it holds up."""
+
+    target: str
+    cause: RootCause
+    state: str
+    queues: list[str]
+    waiting: float = 0.0
+
+
+def cause_rows(cfg: Config, sample: LiveSample, healths: Sequence[QueueHealth]) -> list[CauseRow]:
+    """Every root cause of every reachable target now, one row per session (worst first): the
+    oldest snapshot's holder (past the judge's old-snapshot level), the sessions holding a queue's
+    table, the heads of chains holding up a queue's dequeuers, and lock waits on a queue's table
+    that no session was named for (the waiters alone)."""
+    rank = {h.queue: i for i, h in enumerate(healths)}  # worst first: a cause links to its worst queue
+    down = sample.unreachable()
+    values = sample.values()
+    out: dict[tuple[str, object], CauseRow] = {}
+    waits: list[CauseRow] = []
+    for q in sorted(cfg.queues, key=lambda x: rank.get(x.name, 0)):
+        if q.target in down:
+            continue
+        causes = causes_for(sample, q)
+        for c in causes:
+            if c.kind == "snapshot":
+                state = judge.snapshot_state(c.age_s)
+            elif c.kind == "blocker":
+                state = judge.blocker_state(c.age_s, c.holds_table)
+            else:
+                continue
+            if state not in ("warn", "crit"):
+                continue
+            key = (q.target, c.pid if c.pid is not None else c.summary)
+            row = out.setdefault(key, CauseRow(q.target, c, state, []))
+            row.queues.append(q.name)
+            if judge.worst_state([row.state, state]) != row.state:
+                row.state = state
+        n = values.get((q.target, q.name), {}).get("lock_waiters") or 0
+        if n > 0 and not any(c.kind == "blocker" for c in causes):
+            thr = q.threshold("lock_waiters")
+            state = judge.judge(n, thr) if thr is not None else "warn"
+            waits.append(CauseRow(q.target, RootCause("other", "lock_waiters", None, {}),
+                                  state if state in ("warn", "crit") else "warn", [q.name], n))
+    rows = list(out.values()) + waits
+    return sorted(rows, key=lambda r: (r.state != "crit", -(r.cause.age_s or 0)))
+
+
+def _root_causes(ctx: context.Ctx, sample: LiveSample, healths: Sequence[QueueHealth]) -> None:
+    """Root causes as banners above the table: the session, its age, the queues it holds up, and
+    the one-click way to its "End session" card on the queue page."""
+    for i, row in enumerate(cause_rows(ctx.cfg, sample, healths)):
+        c = row.cause
+        queues = ", ".join(f"`{name}`" for name in row.queues)
+        if c.kind == "other":
+            text = (f"**{row.waiting:.0f} session(s) wait on a lock on queue {queues}'s table** (target "
+                    f"`{row.target}`); no session holding it was named in this sample")
+        elif c.kind == "snapshot":
+            text = (f"**{c.summary}** on target `{row.target}`"
+                    + (f" ({c.details['state']})" if c.details.get("state") else "")
+                    + f": VACUUM cannot remove dead tuples of any queue ({queues})")
+        else:
+            text = (f"**{c.summary}**" + (f" ({c.details['state']})" if c.details.get("state") else "")
+                    + f": dequeues of {queues} wait" + (f" ({c.details['blocked']} session(s) behind it)"
+                                                        if c.details.get("blocked") else ""))
+        icon = ":material/hourglass_top:" if c.kind == "snapshot" else ":material/block:"
+        box = st.error if row.state == "crit" else st.warning
+        with st.container(key=f"ov_cause_{i}"):
+            left, right = st.columns([6, 1.3], vertical_alignment="center")
+            with left:
+                box(f"{'Root cause' if c.kind != 'other' else 'Lock waits'} · {text}", icon=icon)
+            with right:
+                pid = c.pid
+                if pid is not None and ctx.can_act:
+                    if st.button(f"End session {pid}…", key=f"ov_end_{row.target}_{pid}",
+                                 icon=":material/power_settings_new:",
+                                 help="Open the queue page with this session's End session preview"):
+                        nav.open_queue(row.queues[0], end=str(pid))
+                elif st.button(f"Open {row.queues[0]}", key=f"ov_open_{i}", icon=":material/open_in_new:"):
+                    nav.open_queue(row.queues[0])
+
+
 def _body(ctx: context.Ctx) -> None:
     cfg = ctx.cfg
     if not cfg.queues:
@@ -165,16 +280,24 @@ def _body(ctx: context.Ctx) -> None:
     inputs = (now, newest, ctx.sampler.generation)
     healths = judge_all(cfg, sample, recent_rows(ctx.sampler))
     _tiles(healths, len(cfg.targets), len(sample.unreachable()))
+    _root_causes(ctx, sample, healths)
 
     since = now - timedelta(hours=1)
     spark = ctx.sampler.derived(("overview_spark", *inputs), lambda: sparklines(
         ctx.store, [ctx.sampler.history(SPARK_METRIC)], SPARK_METRIC, since, [(q.target, q.name) for q in cfg.queues]))
     df, states = table(cfg, healths, spark, sample.unreachable())
     shown = [h for m, h in COLUMNS if any(x.values.get(m) is not None for x in healths)]
+    guard_help: dict[str, str] = {}
     columns = ["State", "Queue", "Target", "Why", "Depth, last hour", *shown, "Kind"]
     styled = df[columns].style.apply(
         lambda col: [(STATE_BG if col.name == "State" else CELL_BG)[s] for s in states[col.name]]
         if col.name in states.columns else [""] * len(col), axis=0).format(na_rep=NOT_APPLICABLE)
+    for metric, header in COLUMNS:
+        if metric in GUARDED and header in shown:
+            floors = " and ".join(f"{other.replace('_', ' ')} {op} {level:,.0f}" for other, op, level in
+                                  judge.guards(metric))
+            guard_help[header] = (f"judged only while {floors} (the floor below which the rebuild action does "
+                                  "nothing); a value under it reads 'not judged' and never colours the queue")
     config: dict[str, object] = {
         "State": st.column_config.TextColumn(width="small", pinned=True),
         "Queue": st.column_config.TextColumn(pinned=True),
@@ -185,6 +308,8 @@ def _body(ctx: context.Ctx) -> None:
         "Oldest age": st.column_config.TextColumn(help="how long the oldest ready item has waited"),
         "Kind": st.column_config.TextColumn(width="small"),
     }
+    for header, text in guard_help.items():
+        config[header] = st.column_config.TextColumn(width="medium", help=text)
     for header in shown:
         config.setdefault(header, st.column_config.NumberColumn(format="localized"))
     event = st.dataframe(styled, hide_index=True, column_config=config, on_select="rerun",
