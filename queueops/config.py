@@ -345,7 +345,10 @@ class Alerts(_Model):
     # Each queue's thresholds (or DEFAULT_THRESHOLDS) become rules unless an explicit rule covers
     # the same metric and queue.
     thresholds: bool = True
-    thresholds_for_s: Grace = 0
+    # How long a threshold's condition must hold before it fires. None (default): one interval of the
+    # metric's collector, i.e. seen on two consecutive samples (a one-sample blip is not paged);
+    # stuck_leases fires on the sample the console turns red on (docs/operations.md, Alerts).
+    thresholds_for_s: Grace | None = None
     # Hysteresis of the threshold rules: resolved once the condition has been false this long, and
     # only once the value is this fraction of the level back past it (an "above" level of 10 clears
     # below 8; a level of 0 clears at the level itself).

@@ -111,7 +111,7 @@ def effective_rules(cfg: Config) -> list[Rule]:
             levels = [("crit", th.crit), ("warn", th.warn)]
             if th.warn is not None and th.warn == th.crit:
                 levels = [("crit", th.crit)]
-            for_s = max(float(cfg.alerts.thresholds_for_s), _samples_for_s(cfg, metric))
+            for_s = max(_hold_s(cfg, metric), _samples_for_s(cfg, metric))
             for severity, level in levels:
                 if level is None:
                     continue
@@ -120,6 +120,28 @@ def effective_rules(cfg: Config) -> list[Rule]:
                                 float(cfg.alerts.thresholds_clear_for_s),
                                 _clear_level(op, float(level), cfg.alerts.thresholds_clear_margin)))
     return out
+
+
+def _hold_s(cfg: Config, metric: str) -> float:
+    """``[alerts] thresholds_for_s``, or by default one interval of the metric's collector (two
+    consecutive samples), except stuck_leases, which fires on the sample the console turns red on."""
+    if cfg.alerts.thresholds_for_s is not None:
+        return float(cfg.alerts.thresholds_for_s)
+    if metric == judge.STUCK:
+        return 0.0
+    return _interval_s(cfg, metric)
+
+
+def _interval_s(cfg: Config, metric: str) -> float:
+    """The collection interval of ``metric`` (``[schedule] collectors`` when set, else the fast or
+    slow interval of its collector's cadence)."""
+    m = catalog.get(metric)
+    names = m.collectors if m else ()
+    intervals = [cfg.schedule.collectors[c] for c in names if c in cfg.schedule.collectors]
+    if intervals:
+        return float(max(intervals))
+    slow = any(c.name in names and c.cadence == "slow" for c in catalog.collectors().values())
+    return float(cfg.schedule.slow_s if slow else cfg.schedule.fast_s)
 
 
 def _clear_level(op: str, level: float, margin: float) -> float:

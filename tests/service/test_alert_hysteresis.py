@@ -102,11 +102,25 @@ def test_threshold_rules_have_hysteresis_by_default() -> None:
     assert rules["threshold:depth:crit"].clear_value == 80.0
     drift = next(r for r in effective_rules(cfg()) if r.metric == "watermark_drift")
     assert (drift.op, drift.value, drift.clear_value) == ("<", 0.0, 0.0)
-    # lock_waiters (warn 1): hovering at 1 and 0 every cycle fires once
-    lw = [r for r in effective_rules(cfg()) if r.metric == "lock_waiters" and r.severity == "warn"]
+    # lock_waiters (warn 1) at 1 and 0 every other 5 s sample: never two samples in a row, never paged;
+    # without the hold it fires once, not every cycle (hysteresis)
     flaps = [(s, [row("lock_waiters", float((s // 5) % 2 == 0))]) for s in range(0, 300, 5)]
-    transitions, _ = run(lw, flaps)
-    assert [t[2] for t in transitions] == ["firing"]
+    lw = [r for r in effective_rules(cfg()) if r.metric == "lock_waiters" and r.severity == "warn"]
+    assert run(lw, flaps)[0] == []
+    lw = [r for r in effective_rules(cfg(thresholds_for_s=0)) if r.metric == "lock_waiters" and r.severity == "warn"]
+    assert [t[2] for t in run(lw, flaps)[0]] == ["firing"]
+
+
+def test_threshold_rules_hold_for_one_interval_by_default_stuck_leases_do_not() -> None:
+    rules = {(r.metric, r.severity): r for r in effective_rules(cfg()) if r.queues == frozenset({"jobs"})}
+    assert rules[("depth", "warn")].for_s == 15.0  # [schedule] fast_s: two consecutive samples
+    assert rules[("fragmentation_pct", "warn")].for_s == 300.0  # a slow collector's interval
+    assert rules[("stuck_leases", "crit")].for_s == 0.0  # red on the console's sample
+    assert {r.for_s for r in effective_rules(cfg(thresholds_for_s=7))} == {7.0}
+    # a one-sample blip (the due-queue alert that fired and resolved within 5 s) is not paged
+    depth = [rules[("depth", "warn")]]
+    assert run(depth, [(0, [row("depth", 50)]), (5, [row("depth", 2)]), (15, [row("depth", 2)])])[0] == []
+    assert [t[2] for t in run(depth, [(0, [row("depth", 50)]), (15, [row("depth", 50)])])[0]] == ["firing"]
 
 
 def test_defaults_can_be_switched_off() -> None:
