@@ -120,6 +120,10 @@ def render() -> None:
         st.subheader("Findings and recommendations")
         _recommendations(recs)
 
+    from console.views import items as items_view  # counts by state and the items behind them (issue 32)
+
+    items_view.render(ctx, q, values)
+
     st.subheader("Actions")
     actions_panel.render(ctx, q, recs)
 

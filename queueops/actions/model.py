@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,6 +58,9 @@ class Interrupted(BaseException):  # noqa: N818 - reads as an event, like Keyboa
 # Options (validated: the console passes UI input straight through, the CLI its flags)
 
 
+MAX_KEYS = 1000  # requeue --key: keys per request (one bound value each; SQL Server allows 2,100)
+
+
 class _Options(BaseModel):
     # Finite numbers in a range a human would accept (as in the config, queueops.config): an
     # ``--older-than-s inf`` is told here, not by the server after the audit record was written.
@@ -71,6 +74,10 @@ class RequeueOptions(_Options):
     bump_attempts: bool = Field(default=False, description="add 1 to the attempts column of each item")
     lease_timeout_s: float | None = Field(default=None, gt=0, le=WEEK_S,
                                           description="override the queue's lease_timeout_s")
+    # Only these items (issue 32: requeue the stuck items picked in the console's drill-down); each
+    # key bound as a value, compared exactly; the cutoff and the compare-and-set still apply.
+    keys: list[int | Annotated[str, Field(min_length=1, max_length=450)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_KEYS, description=f"only these keys (at most {MAX_KEYS})")
 
 
 class ArchiveOptions(_Options):

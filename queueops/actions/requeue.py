@@ -15,13 +15,18 @@ the database's writes a lease that is already older than the cutoff, and an appl
 claims a status item without setting ``status_changed_at`` moves a long-ready item straight into
 it. Such rows are taken only within the confirmed count, oldest first, never beyond it. When
 fewer rows qualified than the preview counted, the result and the audit record say so.
+
+With ``keys`` (``--key``, the console's drill-down): every statement -- count, sample, batch and the
+final count -- gains ``AND key IN (:keys)``, one bound value per key, beside the queue's own
+predicate (``{open_and}``), so only those items are released, and only if they are stuck by the
+same rules (cutoff, failed, exhausted) and their lease is still the one observed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from queueops import coltypes, readiness
+from queueops import coltypes, readiness, sqlfiles
 from queueops.actions.batches import run_batches
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import batch_count
@@ -30,6 +35,23 @@ from queueops.config import Queue
 from queueops.fragments import fragments_for
 
 LIMIT_ALL = 2**31 - 1
+# The selected keys' predicate, put beside {open_and} (in every requeue block's WHERE, once): the key
+# is the queue's quoted fragment, the keys bound values (ASCII text keys cast to varchar on SQL Server,
+# as archive's, so a varchar key's index is sought); rendered by sqlfiles like the blocks.
+_KEYS_AND = " AND {key} IN (:keys)"
+
+
+def _render(sqlf: sqlfiles.SqlFile, block: str, frags: dict[str, str], values: dict[str, Any],
+            keys: list[Any] | None) -> sqlfiles.Statement:
+    """A requeue block, restricted to ``keys`` when given."""
+    if not keys:
+        return sqlf.render(block, frags, values)
+    text = sqlf.block(block)
+    if text.count("{open_and}") != 1:
+        raise ActionError(f"internal: requeue block {block!r} cannot be restricted to keys")
+    return sqlfiles.render(text.replace("{open_and}", "{open_and}" + _KEYS_AND), sqlf.dialect, frags,
+                           {**values, "keys": coltypes.bind_compared_values(list(keys), sqlf.dialect)},
+                           name=sqlf.name)
 
 
 def check(queue: Queue, opts: RequeueOptions) -> None:
@@ -97,15 +119,17 @@ def plan(ctx: PlanContext) -> Plan:
     # Lease items whose error is set failed: never released (blocks *_unfailed; *_follow say it
     # with {failed}, which error_at refines).
     unfailed = "_unfailed" if kind == "lease" and q.error_column and not follow else ""
-    count = int(ctx.session.run(sqlf.render(f"count_{kind}{follow}{unfailed}", frags,
-                                            {**values, "limit_n": limit}))[0]["n"])
-    sample = ctx.session.run(sqlf.render(f"sample_{kind}{follow}{unfailed}", frags,
-                                         {**values, "sample_n": SAMPLE_ROWS}))
+    keys = opts.keys
+    count = int(ctx.session.run(_render(sqlf, f"count_{kind}{follow}{unfailed}", frags,
+                                        {**values, "limit_n": limit}, keys))[0]["n"])
+    # With keys the preview lists every selected item that qualifies: exactly what a batch takes.
+    sample = ctx.session.run(_render(sqlf, f"sample_{kind}{follow}{unfailed}", frags,
+                                     {**values, "sample_n": len(keys) if keys else SAMPLE_ROWS}, keys))
     if follow:
         block = f"batch_{kind}{follow}"
     else:
         block = (f"batch_{kind}_attempts" if opts.bump_attempts else f"batch_{kind}") + unfailed
-    batch_stmt = sqlf.render(block, frags, {**values, "batch_n": opts.batch_size})
+    batch_stmt = _render(sqlf, block, frags, {**values, "batch_n": opts.batch_size}, keys)
     what = "lease(s)" if kind == "lease" else "processing item(s)"
     batches = batch_count(count, opts.batch_size)
     warnings = []
@@ -118,26 +142,31 @@ def plan(ctx: PlanContext) -> Plan:
     else:
         warnings.append("a consumer still working on an expired lease loses it: its finishing statement must "
                         "compare the lease value (compare-and-set), or the item is processed twice")
+    held = (f"locked further ahead than {timeout:g} s" if follow == "_follow_past"
+            else f"older than {timeout:g} s")
+    if keys and count < len(keys):
+        warnings.append(f"{count} of the {len(keys)} selected key(s) qualify; the others are not released: not "
+                        f"{held}, failed, exhausted, already free or not found")
     rule, reason = _preset_rule(q)
     if rule == "warn":
         warnings.append(f"preset {q.preset!r}: {reason}")
     if q.watermark:
         warnings.append("this queue has a watermark: released items with keys below it stay stranded until "
                         "watermark-reset")
-    held = (f"locked further ahead than {timeout:g} s" if follow == "_follow_past"
-            else f"older than {timeout:g} s")
     sets = (f" (setting {frags['release_set']})" if "release_set" in frags
             else f" (also setting {frags['owner_set'].removeprefix(', ')})" if frags.get("owner_set") else "")
     summary = (f"release {count} {what} of queue {q.name!r}{sets} {held} (cutoff {cutoff}) "
                f"in {batches} batch(es) of at most {opts.batch_size}"
                + (f", capped at {opts.max_items}" if opts.max_items else "")
-               + (", adding 1 to attempts" if opts.bump_attempts else ""))
+               + (", adding 1 to attempts" if opts.bump_attempts else "")
+               + (f", only among the {len(keys)} selected key(s)" if keys else ""))
     preview = Preview(
         action="requeue", queue=q.name, target=q.target, dialect=ctx.dialect, summary=summary,
         steps=[Step("batch", batch_stmt, repeat=True)], rows=sample, row_count=count, warnings=warnings,
         destructive=False,
         details={"cutoff": cutoff, "lease_timeout_s": timeout, "batches": batches, "batch_size": opts.batch_size,
-                 "max_items": opts.max_items, "bump_attempts": opts.bump_attempts, "kind": kind},
+                 "max_items": opts.max_items, "bump_attempts": opts.bump_attempts, "kind": kind,
+                 **({"keys": list(keys)} if keys else {})},
     )
     return Plan("requeue", q, ctx.target, opts, preview,
                 observed={"cutoff": cutoff, "count": count, "block": block, "follow": follow})
@@ -151,7 +180,8 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     values = _values(q, plan.observed["cutoff"], runner.dialect)
 
     def batch(n: int) -> list[Any]:
-        rows = runner.execute(sqlf.render(plan.observed["block"], frags, {**values, "batch_n": n}), step="batch")
+        rows = runner.execute(_render(sqlf, plan.observed["block"], frags, {**values, "batch_n": n}, opts.keys),
+                              step="batch")
         return [r["item"] for r in rows]
 
     confirmed = int(plan.observed["count"])  # the preview's count, already capped by --max-items
@@ -162,8 +192,8 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
                     "no longer qualified (renewed, finished or re-leased since the preview) or were held by other "
                     "sessions (skipped)")
     unfailed = "_unfailed" if q.kind == "lease" and q.error_column and not follow else ""
-    left = int(runner.execute(sqlf.render(f"count_{q.kind}{follow}{unfailed}", frags,
-                                          {**values, "limit_n": LIMIT_ALL}))[0]["n"])
+    left = int(runner.execute(_render(sqlf, f"count_{q.kind}{follow}{unfailed}", frags,
+                                      {**values, "limit_n": LIMIT_ALL}, opts.keys))[0]["n"])
     if left:
         summaries.append({"left": left, "note": "still older than the cutoff, not released: held by other sessions "
                                                 "(skipped, never waited for), beyond --max-items, or entered the set "

@@ -26,6 +26,7 @@ _FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "pause_s": ("pause_s", ("requeue", "archive")),
     "bump_attempts": ("bump_attempts", ("requeue",)),
     "lease_timeout_s": ("lease_timeout_s", ("requeue",)),
+    "key": ("keys", ("requeue",)),
     "older_than_s": ("older_than_s", ("archive",)),
     "mode": ("mode", ("archive",)),
     "archive_table": ("archive_table", ("archive",)),
@@ -57,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="examples:\n"
                "  queueops act requeue --queue lease --dry-run\n"
                "  queueops act requeue --queue lease --max-items 1000 --yes\n"
+               "  queueops act requeue --queue lease --key 1041 --key 1042 --yes\n"
                "  queueops act watermark-reset --queue delete --yes --json\n"
                "  queueops act rebuild --queue status --yes\n"
                "  queueops act archive --queue status --older-than-s 3600 --pause-s 0.2 --yes\n"
@@ -74,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--pause-s", type=float, metavar="S", help="pause between batches")
     g.add_argument("--bump-attempts", action="store_true", default=None, help="requeue: attempts + 1")
     g.add_argument("--lease-timeout-s", type=float, metavar="S", help="requeue: override the queue's lease timeout")
+    g.add_argument("--key", action="append", metavar="KEY",
+                   help="requeue: only this item, if it is stuck (repeatable, at most 1000; exact match)")
     g.add_argument("--older-than-s", type=float, metavar="S", help="archive: finished at least S seconds ago")
     g.add_argument("--mode", choices=("delete", "move"), help="archive: delete (default) or move to archive tables")
     g.add_argument("--archive-table", metavar="TABLE", help="archive --mode move: destination of queue rows")

@@ -1,0 +1,116 @@
+"""The items behind a number (issue 32, item 6): stuck items, the oldest waiting ones, one by key.
+
+Read-only and bounded: each read is one statement of ``sql/<dialect>/items.sql`` with at most
+:data:`LIMIT` rows (``TOP`` / ``LIMIT``), through the index the collector of that number reads, in
+that index's order; every value is bound and every identifier is the queue's quoted fragment
+(:func:`queueops.fragments.fragments_for`). Optional columns (attempts, last error, owner) become
+the quoted column or a typed NULL, so one block serves every mapping.
+
+What the console's drill-down shows and what requeue's ``keys`` option releases: the stuck items
+here are exactly those ``stuck_leases`` counts (failed items excluded when ``error_column`` is
+mapped, exhausted ones when ``max_attempts`` is), so a key picked here is one requeue can release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from queueops import coltypes, sqlfiles
+from queueops.config import Queue
+from queueops.fragments import fragments_for
+
+LIMIT = 100
+MAX_LIMIT = 1000
+# The reads that filter a first slice (stuck status items among the processing ones, the free lease
+# items below max_attempts) look at no more rows than the collectors do (collectors.runner.COUNT_CAP),
+# so they list exactly the items those counts saw.
+CAP = 1_000
+COLUMNS = ("item", "since", "age_s", "attempts", "last_error", "owner")
+
+_NULL = {
+    "postgresql": {"time": "CAST(NULL AS timestamptz)", "int": "CAST(NULL AS int)", "text": "CAST(NULL AS text)"},
+    "mssql": {"time": "CAST(NULL AS datetime2)", "int": "CAST(NULL AS int)", "text": "CAST(NULL AS nvarchar(1))"},
+}
+
+
+class NotApplicable(ValueError):
+    """This list does not exist for this queue's kind or mapping (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Read:
+    """One bounded read: its statement (for the console to show) and the block it came from."""
+
+    list: str
+    block: str
+    statement: sqlfiles.Statement
+
+
+def item_fragments(queue: Queue, dialect: str) -> dict[str, str]:
+    """The queue's fragments plus the select-list ones of items.sql (a quoted column or a typed NULL)."""
+    f = fragments_for(queue, dialect)
+    null = _NULL[dialect]
+    held = {"lease": f.get("lease"), "status": f.get("status_changed_at"), "due": f.get("due")}.get(queue.kind)
+    return {**f,
+            "attempts_sel": f.get("attempts") or null["int"],
+            "error_sel": f.get("error") or null["text"],
+            "owner_sel": f.get("owner") or null["text"],
+            "enq_sel": f.get("enqueued_at") or null["time"],
+            "held_sel": held or null["time"],
+            "state_sel": f.get("status") or null["text"]}
+
+
+def stuck_block(queue: Queue, frags: dict[str, str]) -> str:
+    if queue.kind == "status":
+        return "stuck_status"
+    if queue.kind != "lease":
+        raise NotApplicable(f"a {queue.kind} queue has no leases: nothing is stuck, items wait or are due")
+    if queue.lease_ready == "past":
+        raise NotApplicable("lease_ready = \"past\": a lock that has passed is ready again by itself; "
+                            "the drill-down lists no stuck items for lock-until leases yet")
+    if "exhausted" in frags and "free" in frags:
+        return "stuck_lease_follow"
+    return "stuck_lease_unfailed" if queue.error_column else "stuck_lease"
+
+
+def waiting_block(queue: Queue, frags: dict[str, str]) -> str:
+    if queue.kind == "ring":
+        raise NotApplicable("a ring's slots are read by sequence, not listed (ring_occupancy shows them)")
+    if queue.kind == "lease":
+        if not queue.enqueued_at:
+            raise NotApplicable("the oldest waiting items need enqueued_at in the queue's config")
+        return "waiting_lease_follow" if "free" in frags and "exhausted" in frags else "waiting_lease"
+    return f"waiting_{queue.kind}"
+
+
+def _values(queue: Queue, dialect: str, limit: int) -> dict[str, Any]:
+    return {"limit_n": max(1, min(int(limit), MAX_LIMIT)), "cap": CAP, "lease_timeout_s": float(queue.lease_timeout_s),
+            "processing_values": coltypes.bind_compared_values(queue.processing_values, dialect),
+            "ready_values": coltypes.bind_compared_values(queue.ready_values, dialect)}
+
+
+def read_of(queue: Queue, dialect: str, which: str, *, limit: int = LIMIT, key: Any = None) -> Read:
+    """The statement of one list: ``stuck``, ``waiting`` or ``key`` (one item, exact match)."""
+    frags = item_fragments(queue, dialect)
+    sqlf = sqlfiles.load(dialect, "items")
+    if which == "stuck":
+        block = stuck_block(queue, frags)
+    elif which == "waiting":
+        block = waiting_block(queue, frags)
+    elif which == "key":
+        if queue.kind == "ring":
+            raise NotApplicable("a ring's slots are not items with keys")
+        block = "by_key"
+    else:
+        raise ValueError(f"unknown list {which!r}")
+    values = {**_values(queue, dialect, limit),
+              "key": None if key is None else coltypes.bind_compared_values([key], dialect)[0]}
+    return Read(which, block, sqlf.render(block, frags, values))
+
+
+def read(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], queue: Queue, dialect: str, which: str, *,
+         limit: int = LIMIT, key: Any = None) -> list[dict[str, Any]]:
+    """Run one list's read through ``run`` (a target connection's ``execute``)."""
+    return run(read_of(queue, dialect, which, limit=limit, key=key).statement)

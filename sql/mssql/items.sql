@@ -1,0 +1,81 @@
+-- items: the items behind a number, for the console's drill-down (issue 32, item 6); see
+-- sql/postgresql/items.sql. Read-only, TOP (:limit_n) through the index the number's collector
+-- reads, in its order; every value bound. Times are UTC (SYSUTCDATETIME), as the collectors read
+-- them. Optional columns are fragments holding the quoted column or a typed NULL ({attempts_sel},
+-- {error_sel}, {owner_sel}, {enq_sel}). Columns: item, since, age_s, attempts, last_error, owner.
+-- @block stuck_lease
+SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {lease}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       {attempts_sel} AS attempts, LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
+       CAST({owner_sel} AS nvarchar(450)) AS owner
+FROM {table}
+WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME()){open_and}
+ORDER BY {lease}
+-- @block stuck_lease_unfailed
+SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {lease}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       {attempts_sel} AS attempts, LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
+       CAST({owner_sel} AS nvarchar(450)) AS owner
+FROM {table}
+WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME()) AND {error} IS NULL{open_and}
+ORDER BY {lease}
+-- @block stuck_lease_follow
+SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {lease}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       {attempts_sel} AS attempts, LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
+       CAST({owner_sel} AS nvarchar(450)) AS owner
+FROM {table}
+WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())
+  AND NOT {failed} AND NOT {exhausted}{open_and}
+ORDER BY {lease}
+-- @block stuck_status
+-- The first :cap processing items (stuck_leases.sql, block status), the stuck ones among them.
+SELECT TOP (:limit_n) p.item, p.since, CAST(DATEDIFF_BIG(MILLISECOND, p.since, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       p.attempts, p.last_error, p.owner
+FROM (SELECT TOP (:cap) {key} AS item, {status_changed_at} AS since, {attempts_sel} AS attempts,
+             LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error, CAST({owner_sel} AS nvarchar(450)) AS owner
+      FROM {table} WHERE {status} IN (:processing_values){open_and}
+      ORDER BY {status}, {key}) AS p
+WHERE p.since < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())
+ORDER BY p.since, p.item
+-- @block waiting_lease
+SELECT TOP (:limit_n) {key} AS item, {enqueued_at} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {enqueued_at}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       {attempts_sel} AS attempts, LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
+       CAST(NULL AS nvarchar(450)) AS owner
+FROM {table} WHERE {lease} IS NULL{open_and}
+ORDER BY {enqueued_at}, {key}
+-- @block waiting_lease_follow
+SELECT TOP (:limit_n) l.item, l.since, CAST(DATEDIFF_BIG(MILLISECOND, l.since, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       l.attempts, l.last_error, CAST(NULL AS nvarchar(450)) AS owner
+FROM (SELECT TOP (:cap) {key} AS item, {enqueued_at} AS since, {attempts_sel} AS attempts,
+             LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
+             CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+      FROM {table} WHERE {free}{open_and} ORDER BY {enqueued_at}, {key}) AS l
+WHERE l.exhausted = 0
+ORDER BY l.since, l.item
+-- @block waiting_status
+SELECT TOP (:limit_n) {key} AS item, {enq_sel} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {enq_sel}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       {attempts_sel} AS attempts, LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
+       CAST({owner_sel} AS nvarchar(450)) AS owner
+FROM {table} WHERE {status} IN (:ready_values){open_and}
+ORDER BY {status}, {key}
+-- @block waiting_delete
+SELECT TOP (:limit_n) {key} AS item, {enq_sel} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {enq_sel}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       CAST(NULL AS int) AS attempts, CAST(NULL AS nvarchar(500)) AS last_error, CAST(NULL AS nvarchar(450)) AS owner
+FROM {table}{open_where}
+ORDER BY {key}
+-- @block waiting_due
+SELECT TOP (:limit_n) {key} AS item, {due} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {due}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       CAST(NULL AS int) AS attempts, CAST(NULL AS nvarchar(500)) AS last_error, CAST(NULL AS nvarchar(450)) AS owner
+FROM {table} WHERE {due} <= SYSUTCDATETIME(){open_and}
+ORDER BY {due}
+-- @block by_key
+SELECT TOP (:limit_n) {key} AS item, {enq_sel} AS enqueued_at, {held_sel} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {held_sel}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       CAST({state_sel} AS nvarchar(450)) AS status, {attempts_sel} AS attempts,
+       LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error, CAST({owner_sel} AS nvarchar(450)) AS owner
+FROM {table} WHERE {key} = :key{open_and}

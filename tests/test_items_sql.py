@@ -1,0 +1,88 @@
+"""The drill-down reads and requeue's selected keys rendered for both dialects, without a server:
+every value bound (placeholders = parameters), identifiers quoted, T-SQL parsed by sqlglot tsql,
+every read bounded by TOP / LIMIT (issue 32, item 6)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from queueops import config as config_mod
+from queueops import items, sqlfiles
+from queueops.actions import requeue
+
+QUEUES = [
+    {"name": "lease", "target": "t", "kind": "lease", "schema": "odd schema", "table": "jobs q", "key": "id",
+     "enqueued_at": "created", "lease_column": "taken", "error_column": "err", "attempts_column": "tries",
+     "owner_column": "worker", "max_attempts": 5},
+    {"name": "plain", "target": "t", "kind": "lease", "table": "jobs", "key": "id", "enqueued_at": "created",
+     "lease_column": "taken"},
+    {"name": "status", "target": "t", "kind": "status", "table": "meta", "key": "id", "enqueued_at": "created",
+     "status_column": "state", "status_changed_at": "changed", "ready_values": ["new"],
+     "processing_values": ["running"]},
+    {"name": "delete", "target": "t", "kind": "delete", "table": "del", "key": "id"},
+    {"name": "due", "target": "t", "kind": "due", "table": "due", "key": "id", "due_column": "due_at"},
+    {"name": "ring", "target": "t", "kind": "ring", "table": "slots", "key": "slot", "sequence_table": "seq",
+     "push_column": "push", "pop_column": "pop", "capacity": 8},
+]
+
+
+def cfg(dialect: str) -> config_mod.Config:
+    url = "postgresql://u@h:5432/d" if dialect == "postgresql" else "mssql+pyodbc://u@h:1433/d?driver=FreeTDS"
+    return config_mod.parse({"targets": [{"name": "t", "dialect": dialect, "url": url}], "queues": QUEUES})
+
+
+CASES = [(d, q, w) for d in ("postgresql", "mssql") for q in ("lease", "plain", "status", "delete", "due")
+         for w in ("stuck", "waiting", "key")]
+
+
+@pytest.mark.parametrize(("dialect", "queue", "which"), CASES)
+def test_every_read_is_bounded_bound_and_quoted(dialect: str, queue: str, which: str) -> None:
+    q = cfg(dialect).queue(queue)
+    try:
+        read = items.read_of(q, dialect, which, key="k-1" if which == "key" else None)
+    except items.NotApplicable as exc:
+        assert which == "stuck" and q.kind in ("delete", "due"), exc
+        return
+    sql = read.statement.sql
+    marker = "%s" if dialect == "postgresql" else "?"
+    assert sql.count(marker) == len(read.statement.params)
+    assert "k-1" not in sql and "running" not in sql and "new'" not in sql  # values are bound, never inlined
+    assert ("LIMIT" in sql) if dialect == "postgresql" else ("TOP (" in sql)
+    if queue == "lease":
+        assert ('"odd schema"."jobs q"' if dialect == "postgresql" else "[odd schema].[jobs q]") in sql
+    if dialect == "mssql":
+        assert sqlglot.parse(sql.replace("?", "1"), read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
+    if which == "stuck" and queue == "lease":
+        assert read.block == "stuck_lease_follow"  # maps max_attempts: neither failed nor exhausted
+    if which == "stuck" and queue == "plain":
+        assert read.block == "stuck_lease"
+
+
+def test_limits_and_what_does_not_apply() -> None:
+    q = cfg("postgresql").queue("plain")
+    assert items.read_of(q, "postgresql", "stuck", limit=10**9).statement.params[-1] == items.MAX_LIMIT
+    ring = cfg("postgresql").queue("ring")
+    for which in ("stuck", "waiting", "key"):
+        with pytest.raises(items.NotApplicable):
+            items.read_of(ring, "postgresql", which)
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mssql"])
+def test_requeue_keys_restrict_every_block_and_stay_bound(dialect: str) -> None:
+    q = cfg(dialect).queue("plain")
+    sqlf = sqlfiles.load(dialect, "actions/requeue")
+    frags = {**__import__("queueops.fragments", fromlist=["x"]).fragments_for(q, dialect)}
+    values = {**requeue._values(q, "2026-01-01T00:00:00+00:00", dialect), "batch_n": 10, "limit_n": 5,
+              "sample_n": 3}
+    for block in ("count_lease", "sample_lease", "batch_lease"):
+        stmt = requeue._render(sqlf, block, frags, values, ["k-1", 7])
+        assert "k-1" not in stmt.sql and 7 in stmt.params
+        marker = "%s" if dialect == "postgresql" else "?"
+        assert stmt.sql.count(marker) == len(stmt.params)
+        if dialect == "mssql":
+            assert "IN (CAST(? AS varchar(8000)), ?)" in stmt.sql  # a text key sought as varchar, as archive's
+            assert sqlglot.parse(stmt.sql.replace("?", "1"), read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
+        else:
+            assert 'AND "id" IN (%s, %s)' in stmt.sql
+        assert requeue._render(sqlf, block, frags, values, None).sql == sqlf.render(block, frags, values).sql
