@@ -233,9 +233,11 @@ def _loopback(addr: str) -> bool:
     return addr.startswith("127.") or addr in ("::1", "::ffff:127.0.0.1") or addr.startswith("::ffff:127.")
 
 
-def run_watched(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str, set[tuple[int, str, int]]]:
+def run_watched(cmd: list[str], env: dict[str, str], cwd: Path,
+                watch: list[int]) -> tuple[int, str, str, set[tuple[int, str, int]]]:
     """Run ``cmd`` in its own process group (killed on timeout); its exit code, standard output and
-    error, and every TCP socket the group (the command and its driver JVM) listened on meanwhile."""
+    error, and every TCP socket that group (the command and its driver JVM) or the ``watch`` groups
+    (the daemons, with the executors they start) listened on meanwhile."""
     out, err = cwd / "run.out", cwd / "run.err"
     seen: set[tuple[int, str, int]] = set()
     with out.open("wb") as fo, err.open("wb") as fe:
@@ -246,7 +248,7 @@ def run_watched(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[int, st
             while proc.poll() is None:
                 if time.monotonic() > deadline:
                     raise AssertionError(f"the pipeline run took more than {RUN_TIMEOUT_S} s")
-                seen.update(listening_sockets([proc.pid]))
+                seen.update(listening_sockets([proc.pid, *watch]))
                 time.sleep(0.5)
         finally:
             with contextlib.suppress(ProcessLookupError):
@@ -322,15 +324,16 @@ def test_the_job_on_a_standalone_cluster_equals_local_mode(spark: Any, tmp_path:
         env = {k: v for k, v in cluster.env().items() if k not in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON")}
         env["QUEUEOPS_CONFIG"] = str(tmp_path / "absent.toml")
         t = time.monotonic()
-        code, out, err, driver_sockets = run_watched(
+        code, out, err, run_sockets = run_watched(
             [sys.executable, "-m", "queueops.cli", "pipeline", "run", "--lake", str(lake), "--out",
              str(cluster_out), "--master", cluster.url, "--conf", f"spark.executor.memory={WORKER_MEMORY}",
-             "--json"], env, tmp_path)
+             "--json"], env, tmp_path, daemons)
         run_s = time.monotonic() - t
         assert code == 0, err[-3000:]
         summary = json.loads(out.strip().splitlines()[-1])
-        # The driver (the command's JVM) listened on loopback only, as the cluster's daemons do.
-        assert driver_sockets and all(_loopback(addr) for _pid, addr, _port in driver_sockets), driver_sockets
+        # The driver (the command's JVM) and the executors listened on loopback only.
+        assert {pid for pid, _a, _p in run_sockets} - set(daemons), run_sockets  # not only the daemons
+        assert all(_loopback(addr) for _pid, addr, _port in run_sockets), run_sockets
         # The job ran on the cluster: the master registered the application, and an executor on
         # each worker ran tasks.
         assert "Registering app queueops-pipeline" in (tmp_path / "cluster" / "master.log").read_text()
