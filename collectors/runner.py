@@ -88,8 +88,10 @@ def queue_values(queue: Queue, dialect: str, types: Types | None = None) -> dict
         "done_values_text": _text(done),
         "lease_timeout_s": float(queue.lease_timeout_s),
         "cap": COUNT_CAP,
-        # open_when_null: the live-row counter includes the finished rows, so never skip (NULL).
-        "skip_above": None if queue.open_when_null else COUNT_SKIP_ABOVE,
+        # open_when_null: the live-row counter includes the finished rows, so never skip (NULL); the
+        # same for a partition (the counter is every queue's of the table) and expired rows.
+        "skip_above": (None if queue.open_when_null or queue.partition is not None or queue.expires_column
+                       else COUNT_SKIP_ABOVE),
         "small_pages": SMALL_TABLE_PAGES,
         "watermark_buffer": queue.watermark.buffer if queue.watermark else 0,
     }

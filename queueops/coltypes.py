@@ -89,6 +89,10 @@ def mapped_columns(q: Queue) -> list[tuple[str, str | None, str, str]]:
     if q.max_attempts_column:
         out.append(("max_attempts", q.schema_, q.table, q.max_attempts_column))
     out += [(f"open_when_null[{i}]", q.schema_, q.table, col) for i, col in enumerate(q.open_when_null)]
+    if getattr(q, "partition", None) is not None:
+        out.append(("partition.column", q.schema_, q.table, q.partition.column))  # type: ignore[union-attr]
+    if getattr(q, "expires_column", None):
+        out.append(("expires_column", q.schema_, q.table, q.expires_column))
     if q.sequence_table:
         out += [(f, q.schema_, q.sequence_table, getattr(q, f)) for f in ("push_column", "pop_column")
                 if getattr(q, f)]

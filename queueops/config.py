@@ -91,6 +91,28 @@ class Watermark(_Model):
     buffer: int = Field(default=0, ge=0, le=MAX_ROWS)
 
 
+def _partition_value(value: int | str) -> int | str:
+    # A partition value becomes a literal in the statements (queueops.fragments.literal): an integer,
+    # or text with the characters of a safe identifier only (a queue name such as Hangfire's
+    # "default"), never free text.
+    if isinstance(value, str):
+        problem = identifier_problem(value, "mssql", check_length=False)
+        if problem:
+            raise ValueError(f"a text value must be a plain name: {problem}")
+    return value
+
+
+class Partition(_Model):
+    """The queue is the rows of a shared table where ``column = value`` (issue 33): MassTransit's
+    ``MessageDelivery`` holds every queue (``QueueId``), Hangfire's ``JobQueue`` every named queue
+    (``Queue``). Every per-queue statement reads only those rows (``AND column = value`` beside
+    ``open_when_null``'s predicate), so an index that leads with ``column`` seeks them."""
+
+    column: Ident
+    value: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] | Annotated[str, Field(min_length=1, max_length=128),
+                                                                           AfterValidator(_partition_value)]
+
+
 class TimesFrom(_Model):
     """A side table that holds an item's times when the queue row does not (procrastinate keeps them
     in ``procrastinate_events``, Hangfire's ``JobQueue`` in ``Job.CreatedAt``).
@@ -105,6 +127,11 @@ class TimesFrom(_Model):
     key: Ident
     column: Ident
     ref: Ident | None = None
+    # Only the side rows where only.column = only.value (Hangfire: State rows named 'Enqueued'), and
+    # latest: the item's enqueue time is the latest of them (a retried job is enqueued again), not
+    # the earliest side time.
+    only: Partition | None = None
+    latest: bool = False
 
 
 class Target(_Model):
@@ -189,6 +216,12 @@ class Queue(_Model):
     # (partial indexes WHERE finished_at IS NULL). Every per-queue statement then reads only rows
     # where all of them are NULL, so finished jobs are not counted and those indexes match.
     open_when_null: list[Ident] = Field(default_factory=list)
+    # The queue's rows of a table shared by many queues (issue 33): column = value, read by every
+    # per-queue statement (MassTransit QueueId, Hangfire Queue). See Partition.
+    partition: Partition | None = None
+    # A column after which an item is no longer delivered (Rebus expiration, NServiceBus Expires):
+    # every per-queue statement reads only rows where it is NULL or still ahead of the clock.
+    expires_column: Ident | None = None
     # Up to a week: a lease longer than that is a job nobody watches, not a timeout.
     lease_timeout_s: float = Field(default=300, gt=0, le=WEEK_S)
     thresholds: dict[str, Threshold] = Field(default_factory=dict)
@@ -226,6 +259,20 @@ class Queue(_Model):
                                  "item cannot also be one the statements read)")
             if len(set(self.open_when_null)) != len(self.open_when_null):
                 raise ValueError("open_when_null names a column twice")
+        if self.partition is not None or self.expires_column:
+            which = "partition" if self.partition is not None else "expires_column"
+            if self.kind == "ring":
+                raise ValueError(f"{which} does not apply to a ring (its slots are reused by position)")
+            if self.watermark is not None:
+                raise ValueError(f"{which} and watermark: watermark_drift reads every row of the table, so a "
+                                 "watermark cannot be judged for a part of it")
+            roles = {"key": self.key, "lease_column": self.lease_column, "due_column": self.due_column,
+                     "status_column": self.status_column, "enqueued_at": self.enqueued_at}
+            for fld, col in (("partition.column", self.partition.column if self.partition else None),
+                             ("expires_column", self.expires_column)):
+                clash = [role for role, mapped in roles.items() if col and col == mapped]
+                if clash:
+                    raise ValueError(f"{fld} {col!r} is also {clash[0]}: it must be a column of its own")
         problem = _readiness_problem(self)
         if problem:
             raise ValueError(problem)
@@ -253,12 +300,16 @@ READINESS_FIELDS = ("runnable_at", "max_attempts", "lease_ready", "owner_column"
 # A status queue's readiness is its status values; these refine it (procrastinate's scheduled_at,
 # pgqueuer's execute_after, River's and Oban's max_attempts, a worker id requeue clears).
 STATUS_READINESS_FIELDS = ("runnable_at", "max_attempts", "owner_column")
+# A due queue's readiness is its due column; max_attempts refines it (MassTransit's fetch takes
+# DeliveryCount < MaxDeliveryCount only: depth and oldest_age_s read the due_follow blocks).
+DUE_READINESS_FIELDS = ("max_attempts",)
 
 
 def _readiness_problem(q: Queue) -> str:
     """Why the readiness fields (issue 31) cannot apply to ``q`` ('' when they can)."""
     used = [f for f in READINESS_FIELDS if getattr(q, f) not in (None, "null")]
-    allowed = {"lease": READINESS_FIELDS, "status": STATUS_READINESS_FIELDS}.get(q.kind, ())
+    allowed = {"lease": READINESS_FIELDS, "status": STATUS_READINESS_FIELDS,
+               "due": DUE_READINESS_FIELDS}.get(q.kind, ())
     refused = [f for f in used if f not in allowed]
     if refused:
         where = ("lease queues" if q.kind != "lease" and not set(refused) & set(STATUS_READINESS_FIELDS)
@@ -597,6 +648,14 @@ def _identifier_fields(q: Queue) -> list[tuple[str, str]]:
     if q.max_attempts_column:
         out.append(("max_attempts", q.max_attempts_column))
     out += [(f"open_when_null[{i}]", col) for i, col in enumerate(q.open_when_null)]
+    if q.partition:
+        out.append(("partition.column", q.partition.column))
+        if isinstance(q.partition.value, str):
+            out.append(("partition.value", q.partition.value))
+    if q.expires_column:
+        out.append(("expires_column", q.expires_column))
+    if q.times_from and q.times_from.only:
+        out.append(("times_from.only.column", q.times_from.only.column))
     if q.watermark:
         out += [(f"watermark.{f}", getattr(q.watermark, f)) for f in ("schema_", "table", "column")
                 if getattr(q.watermark, f)]
@@ -617,6 +676,12 @@ def _expand_presets(raw: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]
             out.append(presets.expand(q) if isinstance(q, dict) else q)
         except KeyError as exc:
             problems.append(Problem(_field_path(("queues", i, "preset"), raw), q.get("preset"), exc.args[0]))
+            continue
+        if isinstance(q, dict) and isinstance(q.get("preset"), str):
+            for fld, why in presets.get(q["preset"]).requires.items():
+                if fld not in q:
+                    problems.append(Problem(f"{_field_path(('queues', i), raw)}.{fld}", _MISSING,
+                                            f"preset {q['preset']!r} needs it: {why}"))
     return {**raw, "queues": out}, problems
 
 

@@ -62,7 +62,8 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
         frags["capacity"] = str(int(queue.capacity))
     # Always present (empty without open_when_null), so a block reads the same for every queue:
     # ``WHERE ...{open_and}`` adds `` AND "c" IS NULL ...``, ``FROM {table}{open_where}`` a WHERE.
-    open_cond = " AND ".join(f"{quote_ident(c, dialect)} IS NULL" for c in queue.open_when_null)
+    open_cond = " AND ".join([f"{quote_ident(c, dialect)} IS NULL" for c in queue.open_when_null]
+                             + queue_filters(queue, dialect))
     frags["open_and"] = f" AND {open_cond}" if open_cond else ""
     frags["open_where"] = f" WHERE {open_cond}" if open_cond else ""
     # The order a count of all rows reads in: the key, except for a due queue whose key says nothing
@@ -78,6 +79,32 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
         frags["wm_column"] = quote_ident(wm.column, dialect)
     frags.update(readiness_fragments(queue, dialect))
     return frags
+
+
+def literal(value: int | str, dialect: str) -> str:
+    """A partition value as SQL text: a validated integer, or a plain name (config refuses anything
+    else) as a string literal, quotes doubled all the same (N'...' on SQL Server: nvarchar, which
+    an nvarchar column such as Hangfire's JobQueue.Queue seeks; a varchar column converts it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"not a partition value: {value!r}")
+    if isinstance(value, int):
+        return str(int(value))
+    text = "'" + value.replace("'", "''") + "'"
+    return f"N{text}" if dialect == "mssql" else text
+
+
+def queue_filters(queue: Queue, dialect: str) -> list[str]:
+    """The predicates that make a table's rows this queue's (issue 33), folded into ``{open_and}`` /
+    ``{open_where}`` so that every per-queue statement of every collector and action reads them:
+    ``partition`` (``[QueueId] = 7``) and ``expires_column`` (not yet expired; NULL never expires)."""
+    out = []
+    if queue.partition is not None:
+        out.append(f"{quote_ident(queue.partition.column, dialect)} = {literal(queue.partition.value, dialect)}")
+    if queue.expires_column:
+        col = quote_ident(queue.expires_column, dialect)
+        now = "now()" if dialect == "postgresql" else "SYSUTCDATETIME()"
+        out.append(f"({col} IS NULL OR {col} > {now})")
+    return out
 
 
 def readiness_fragments(queue: Queue, dialect: str) -> dict[str, str]:
@@ -97,7 +124,8 @@ def readiness_fragments(queue: Queue, dialect: str) -> dict[str, str]:
                      ``{owner_set}`` / ``{owner_col}`` owner_column cleared (status queues)
     """
     if not queue.follows_readiness or not (queue.kind == "lease" and queue.lease_column
-                                           or queue.kind == "status" and queue.status_column):
+                                           or queue.kind == "status" and queue.status_column
+                                           or queue.kind == "due" and queue.due_column):
         return {}
     q = lambda col: quote_ident(col, dialect)  # noqa: E731
     pg = dialect == "postgresql"
@@ -157,7 +185,10 @@ def side_time_fragments(queue: Queue, dialect: str) -> dict[str, str]:
         return {}
     names = {"side_table": quote_table(side.schema_ or schema_of(queue, dialect), side.table, dialect),
              "side_key": quote_ident(side.key, dialect), "side_column": quote_ident(side.column, dialect),
-             "outer_ref": f"{quote_ident(queue.table, dialect)}.{quote_ident(side.ref or queue.key, dialect)}"}
+             "outer_ref": f"{quote_ident(queue.table, dialect)}.{quote_ident(side.ref or queue.key, dialect)}",
+             # times_from.only: the side rows of one kind (Hangfire's State rows named 'Enqueued').
+             "side_and": (f" AND qo_side.{quote_ident(side.only.column, dialect)} = {literal(side.only.value, dialect)}"
+                          if side.only else "")}
     sqlf = sqlfiles.load(dialect, "fragments/side_time")
 
     def text(block: str) -> str:
@@ -168,7 +199,7 @@ def side_time_fragments(queue: Queue, dialect: str) -> dict[str, str]:
 
     out: dict[str, str] = {}
     if not queue.enqueued_at:
-        out["enqueued_at"] = text("first")
+        out["enqueued_at"] = text("last" if side.latest else "first")
     if not queue.status_changed_at and queue.kind == "status":
         out["status_changed_at"] = text("last")
     return out

@@ -53,6 +53,8 @@ def render_for_parse(sqlf: sqlfiles.SqlFile, block: str) -> sqlfiles.Statement:
     # open_when_null's predicate (queueops/fragments.py), rendered so that it is parsed too.
     if "open_and" in frags:
         frags["open_and"] = " AND [x_finished] IS NULL AND [x_expired] IS NULL"
+    if "side_and" in frags:  # times_from.only's predicate (queueops/fragments.py)
+        frags["side_and"] = " AND qo_side.[x_name] = N'Enqueued'"
     if "open_where" in frags:
         frags["open_where"] = " WHERE [x_finished] IS NULL AND [x_expired] IS NULL"
     # The readiness predicates and SET lists (queueops/fragments.py readiness_fragments): T-SQL has

@@ -70,6 +70,9 @@ class Preset(BaseModel):
     rescue: Rescue
     actions: Actions
     unavailable: dict[str, str] = Field(default_factory=dict)
+    # Fields a [[queues]] section naming this preset must set itself, and why (issue 33: a table
+    # that holds many queues needs the queue's partition; a table per queue needs its name).
+    requires: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _safe_timeout(self) -> Preset:

@@ -190,3 +190,25 @@ CROSS APPLY (VALUES
     ('rows_total', CAST(CASE WHEN n.total < :cap THEN n.total ELSE COALESCE(p.row_count, n.total) END AS float),
      CASE WHEN n.total < :cap THEN 'exact' ELSE 'estimate (sys.dm_db_partition_stats)' END)
 ) AS v (metric, value, note)
+-- @block due_follow
+-- A due queue with max_attempts (issue 33: MassTransit's fetch takes EnqueueTime <= now AND
+-- DeliveryCount < MaxDeliveryCount): of at most :cap due items (read in the due column's order
+-- within {open_and}: a partition such as QueueId = 7 first), those at max_attempts are
+-- count_exhausted, never depth; count_not_due is the rest (locked or scheduled ahead).
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT COUNT(CASE WHEN l.exhausted = 0 THEN 1 END) AS ready, COUNT(CASE WHEN l.exhausted = 1 THEN 1 END) AS exhausted,
+             COUNT(*) AS seen
+      FROM (SELECT TOP (:cap) CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
+            FROM {table} WHERE {due} <= SYSUTCDATETIME(){open_and}) AS l) AS n
+CROSS JOIN (SELECT COUNT(*) AS total FROM (SELECT TOP (:cap) 1 AS x FROM {table}{open_where}) AS l) AS t
+CROSS JOIN (SELECT SUM(ps.row_count) AS row_count FROM sys.dm_db_partition_stats AS ps
+            WHERE ps.object_id = OBJECT_ID(:qualified_table) AND ps.index_id IN (0, 1)) AS p
+CROSS APPLY (VALUES
+    ('depth', CAST(n.ready AS float), CASE WHEN n.seen < :cap THEN 'exact' ELSE 'at least (cap of due items read)' END),
+    ('count_exhausted', CAST(n.exhausted AS float),
+     CASE WHEN n.seen < :cap THEN 'exact (due items at max_attempts)' ELSE 'at least (cap of due items read)' END),
+    ('count_not_due', CAST(CASE WHEN n.seen < :cap AND t.total < :cap THEN t.total - n.seen END AS float),
+     CASE WHEN n.seen < :cap AND t.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
+    ('rows_total', CAST(CASE WHEN t.total < :cap THEN t.total ELSE COALESCE(p.row_count, t.total) END AS float),
+     CASE WHEN t.total < :cap THEN 'exact' ELSE 'estimate (sys.dm_db_partition_stats: the whole table)' END)
+) AS v (metric, value, note)

@@ -32,9 +32,10 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
                                   SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
        '' AS note
 -- @block lease_side
--- The enqueue time lives in the queue's times_from side table (Hangfire: Job.CreatedAt through
--- JobId): the oldest free item is the lowest key (an identity), so the side table is read once
--- for that item instead of once per free item to sort them all by time.
+-- The enqueue time lives in the queue's times_from side table (Hangfire: the latest 'Enqueued'
+-- State.CreatedAt through JobId): the oldest free item is the lowest key (an identity; with a
+-- partition, Queue = N'default', along JobQueue's clustered key (Queue, Id)), so the side table is
+-- read once for that item instead of once per free item to sort them all by time.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {enqueued_at} FROM {table}
                                                 WHERE {lease} IS NULL{open_and} ORDER BY {key}),
@@ -116,3 +117,12 @@ FROM (SELECT CASE WHEN d.since IS NULL OR z.since < d.since THEN z.since ELSE d.
                         FROM {table} WHERE {status} IN (:ready_values) AND {runnable} IS NULL{open_and}
                         ORDER BY {status}, {runnable}) AS l
                   WHERE l.exhausted = 0) AS z) AS o
+-- @block due_follow
+-- A due queue with max_attempts (issue 33): the oldest due item below it (MassTransit's fetch:
+-- EnqueueTime <= now AND DeliveryCount < MaxDeliveryCount, within the queue's QueueId).
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       CAST(COALESCE(DATEDIFF_BIG(MILLISECOND, (SELECT TOP (1) {due} FROM {table}
+                                                WHERE {due} <= SYSUTCDATETIME() AND NOT {exhausted}{open_and}
+                                                ORDER BY {due}),
+                                  SYSUTCDATETIME()), 0) / 1000.0 AS float) AS value,
+       'oldest due item below max_attempts' AS note

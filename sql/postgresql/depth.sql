@@ -345,3 +345,20 @@ CROSS JOIN LATERAL (VALUES
           ELSE 'at least (cap reached; no statistics)' END)
 ) AS v (metric, value, note)
 WHERE c.queue = :queue
+-- @block due_follow
+-- A due queue with max_attempts (issue 33; see sql/mssql/depth.sql): of at most :cap due items
+-- read in due order, those at max_attempts are count_exhausted, never depth.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready, count(*) FILTER (WHERE l.exhausted) AS exhausted,
+             count(*) AS seen
+      FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS n
+CROSS JOIN (SELECT count(*) AS total FROM (SELECT 1 FROM {table}{open_where} ORDER BY {count_order} LIMIT :cap) AS l) AS t
+CROSS JOIN LATERAL (VALUES
+    ('depth', n.ready::float8, CASE WHEN n.seen < :cap THEN 'exact' ELSE 'at least (cap of due items read)' END),
+    ('count_exhausted', n.exhausted::float8,
+     CASE WHEN n.seen < :cap THEN 'exact (due items at max_attempts)' ELSE 'at least (cap of due items read)' END),
+    ('count_not_due', CASE WHEN n.seen < :cap AND t.total < :cap THEN (t.total - n.seen)::float8 END,
+     CASE WHEN n.seen < :cap AND t.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
+    ('rows_total', CASE WHEN t.total < :cap THEN t.total::float8 END,
+     CASE WHEN t.total < :cap THEN 'exact' ELSE 'unknown above the cap' END)
+) AS v (metric, value, note)

@@ -98,3 +98,10 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
                                     ORDER BY {status}, {runnable} LIMIT :cap) AS l
             WHERE NOT l.exhausted))), 0), 0)::float8 AS value,
        'since runnable: greatest(enqueued_at, runnable_at) of the ready items below max_attempts' AS note
+-- @block due_follow
+-- A due queue with max_attempts (issue 33): the oldest due item below it.
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       greatest(coalesce(extract(epoch FROM now() - (SELECT {due} FROM {table}
+                                                      WHERE {due} <= now() AND NOT {exhausted}{open_and}
+                                                      ORDER BY {due} LIMIT 1)), 0), 0)::float8 AS value,
+       'oldest due item below max_attempts' AS note

@@ -3,7 +3,9 @@
 -- (procrastinate keeps its times in procrastinate_events). A correlated subquery, inlined where the
 -- blocks read the time: one index seek on the side table's key per item read. {outer_ref} is the
 -- queue table's bare name and the linking column (an un-aliased FROM schema.table exposes it).
+-- {side_and}: times_from.only's predicate on the side rows (empty without it); with
+-- times_from.latest the enqueue time is read with 'last' (the latest matching side time).
 -- @block first
-(SELECT min(qo_side.{side_column}) FROM {side_table} AS qo_side WHERE qo_side.{side_key} = {outer_ref})
+(SELECT min(qo_side.{side_column}) FROM {side_table} AS qo_side WHERE qo_side.{side_key} = {outer_ref}{side_and})
 -- @block last
-(SELECT max(qo_side.{side_column}) FROM {side_table} AS qo_side WHERE qo_side.{side_key} = {outer_ref})
+(SELECT max(qo_side.{side_column}) FROM {side_table} AS qo_side WHERE qo_side.{side_key} = {outer_ref}{side_and})
