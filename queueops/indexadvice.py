@@ -32,6 +32,12 @@ class Need:
     where_column: str | None = None
     where_null: bool = True  # IS NULL (True) or IS NOT NULL (False)
     open_columns: tuple[str, ...] = ()
+    # Columns the statement fixes to one value (a partition: QueueId = 7, Queue = N'default'): an
+    # index may lead with them, in any order, before the needed columns (issue 33).
+    eq_columns: tuple[str, ...] = ()
+    # Columns the statement compares with a value (status IN (...), due <= now): never NULL in the
+    # rows it reads, so an index filtered WHERE column IS NOT NULL holds them all.
+    compared: tuple[str, ...] = ()
 
     def conditions(self) -> list[tuple[str, bool]]:
         """``(column, is_null)`` of every condition of the index's filter, in order."""
@@ -57,7 +63,18 @@ class Index:
 def needed(collector: str, q: Queue) -> Need | None:
     """The index ``collector``'s statement for ``q`` reads through (None: it reads no queue rows by order)."""
     need = _needed(collector, q)
-    return replace(need, open_columns=tuple(q.open_when_null)) if need and q.open_when_null else need
+    if need is None:
+        return None
+    if q.open_when_null:
+        need = replace(need, open_columns=tuple(q.open_when_null))
+    if q.partition is not None:
+        need = replace(need, eq_columns=(q.partition.column,))
+    compared = [c for c in (q.status_column, q.due_column, q.runnable_at) if c and c in need.columns]
+    if q.partition is not None:
+        compared.append(q.partition.column)
+    if need.where_column and not need.where_null:
+        compared.append(need.where_column)
+    return replace(need, compared=tuple(dict.fromkeys(compared))) if compared else need
 
 
 def _needed(collector: str, q: Queue) -> Need | None:
@@ -90,6 +107,8 @@ def _needed(collector: str, q: Queue) -> Need | None:
             return Need((q.due_column,))
         if q.kind == "delete" and q.enqueued_at:
             return Need((key,))
+        if q.kind == "lease" and q.lease_column and q.times_from is not None:
+            return Need((key,), q.lease_column, True)  # lease_side: the oldest free item by key
         return None
     if collector in ("depth", "watermark_drift"):
         if collector == "watermark_drift" and not q.watermark:
@@ -98,6 +117,10 @@ def _needed(collector: str, q: Queue) -> Need | None:
             return Need((q.status_column, key))
         if q.kind == "due" and q.due_column and collector == "depth":
             return Need((q.due_column,))
+        if collector == "depth" and q.kind in ("delete", "lease") and q.partition is None:
+            # A count of at most the cap rows with no WHERE (delete) or one a TOP reads along any
+            # index (lease IS NULL): any index, or the heap, answers it; the cap bounds the read.
+            return None
         if q.kind in ("delete", "lease", "due"):
             return Need((key,))
     return None
@@ -108,19 +131,58 @@ def _norm(text: str | None) -> str:
     return re.sub(r'[\[\]"()\s]', "", (text or "")).lower()
 
 
-def served(need: Need, indexes: Iterable[Index]) -> bool:
-    """Whether an enabled index leads with the needed column and admits the rows the statement reads."""
+def serving(need: Need, indexes: Iterable[Index]) -> Index | None:
+    """The first enabled index that serves ``need`` (see :func:`served`), or None."""
     for ix in indexes:
-        cols = [c.lower() for c in ix.columns]
-        # ``lease IS NULL`` fixes the lease column to one value: an index (lease, enqueued_at)
-        # delivers the free items in enqueue order (the seeds' IX_SIMPLEQUEUE_POP).
-        if need.where_null and need.where_column and cols and cols[0] == need.where_column.lower():
-            cols = cols[1:]
-        if ix.disabled or not cols or cols[0] != need.columns[0].lower():
-            continue
-        if ix.filter is None or (need.where is not None and _norm(ix.filter) == _norm(need.where)):
-            return True
-    return False
+        if not ix.disabled and _key_serves(need, ix.columns) and _filter_admits(need, ix.filter):
+            return ix
+    return None
+
+
+def served(need: Need, indexes: Iterable[Index]) -> bool:
+    """Whether an enabled index serves the statement: its whole key read in order -- the columns the
+    statement fixes to one value (a partition, ``lease IS NULL``) in any order, then the needed
+    columns in order -- and a filter (if any) that admits every row the statement reads."""
+    return serving(need, indexes) is not None
+
+
+def _key_serves(need: Need, columns: tuple[str, ...]) -> bool:
+    cols = [c.lower() for c in columns]
+    # ``lease IS NULL`` fixes the lease column to one value: an index (lease, enqueued_at)
+    # delivers the free items in enqueue order (the seeds' IX_SIMPLEQUEUE_POP); a partition column
+    # (QueueId = 7) the same: Hangfire's clustered (Queue, Id) gives one queue's rows in Id order.
+    fixed = {c.lower() for c in need.eq_columns}
+    if need.where_null and need.where_column:
+        fixed.add(need.where_column.lower())
+    while cols and cols[0] in fixed and cols[0] != need.columns[0].lower():
+        cols = cols[1:]
+    wanted = [c.lower() for c in need.columns]
+    # The first needed column must follow at once; the next ones too, as far as the key goes (an
+    # index (status) serves (status, key): a nonclustered key carries the clustered key after it).
+    return bool(cols) and cols[:len(wanted)] == wanted[:len(cols)]
+
+
+def _filter_admits(need: Need, filt: str | None) -> bool:
+    """Whether a filtered index holds every row the statement reads: each conjunct of its filter is
+    one of the statement's own conditions (``lease IS NULL``, open_when_null), or ``c IS NOT NULL``
+    for a column the statement compares with a value (Hangfire's IX_HangFire_Job_StateName WHERE
+    [StateName] IS NOT NULL serves ``StateName IN (...)``)."""
+    if filt is None:
+        return True
+    conds = {(c.lower(), null) for c, null in need.conditions()}
+    compared = {c.lower() for c in need.compared}
+    for part in re.split(r"(?i)\band\b", filt):
+        text = re.sub(r'[\[\]"()\s]', "", part).lower()
+        if text.endswith("isnotnull"):
+            col = text[: -len("isnotnull")]
+            if (col, False) not in conds and col not in compared:
+                return False
+        elif text.endswith("isnull"):
+            if (text[: -len("isnull")], True) not in conds:
+                return False
+        else:
+            return False  # a filter on values this check does not read: not relied upon
+    return True
 
 
 def indexes_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Index]:
@@ -135,15 +197,23 @@ def indexes_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Index]:
             for g in grouped.values()]
 
 
-def create_index(q: Queue, need: Need, dialect: str) -> str:
-    """The exact statement that gives ``q``'s table the needed index (PostgreSQL: CONCURRENTLY)."""
+def create_index(q: Queue, need: Need, dialect: str, online: bool | None = None) -> str:
+    """The exact statement that gives ``q``'s table the needed index (PostgreSQL: CONCURRENTLY).
+
+    On SQL Server ``online``: True (the edition builds indexes online: Enterprise, Developer, Azure
+    SQL) adds ``WITH (ONLINE = ON)``; False says that this edition builds it offline, holding a
+    lock that blocks every dequeue for the build; None (unknown) adds ONLINE = ON and says that it
+    needs such an edition. The partition column (if any) leads the key, then the needed columns."""
     table = table_of(q, dialect)
-    cols = ", ".join(quote_ident(c, dialect) for c in need.columns)
+    cols = ", ".join(quote_ident(c, dialect) for c in (*need.eq_columns, *need.columns))
     where = " AND ".join(f"{quote_ident(c, dialect)} IS {'NULL' if null else 'NOT NULL'}"
                          for c, null in need.conditions())
     where = f" WHERE {where}" if where else ""
     if dialect == "postgresql":
         return f"CREATE INDEX CONCURRENTLY ON {table} ({cols}){where}"
-    name = quote_ident(f"IX_queueops_{q.table}_{'_'.join(need.columns)}"[:128], dialect)
-    # No ONLINE = ON: only some editions have it; add it where yours does.
-    return f"CREATE INDEX {name} ON {table} ({cols}){where}"
+    name = quote_ident(f"IX_queueops_{q.table}_{'_'.join((*need.eq_columns, *need.columns))}"[:128], dialect)
+    if online is False:
+        return (f"CREATE INDEX {name} ON {table} ({cols}){where}  -- offline: this edition has no online "
+                "index build; the build blocks every dequeue of the table until it ends: run it in a quiet window")
+    stmt = f"CREATE INDEX {name} ON {table} ({cols}){where} WITH (ONLINE = ON)"
+    return stmt if online else stmt + "  -- ONLINE = ON needs Enterprise, Developer or Azure SQL"
