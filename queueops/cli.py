@@ -8,7 +8,7 @@ import sys
 
 # Each module defines ``register(subparsers)`` and sets ``func`` on its parsers.
 COMMANDS = ("lab", "config", "discover", "collect", "serve", "demo", "act", "audit", "autopilot", "lake", "pipeline", "report",
-            "users")
+            "users", "sql")
 
 EPILOG = """\
 quick start:

@@ -94,16 +94,23 @@ def test_the_side_table_is_read_by_its_index(lab: Lab, schema: str, write_cfg) -
     assert events and all(n["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Heap Scan") for n in events)
 
 
-def test_hangfire_enqueue_time_is_read_from_job_through_jobid() -> None:
+def test_hangfire_enqueue_time_is_the_latest_enqueued_state_through_jobid() -> None:
+    """Issue 33, item 2: the age of a waiting Hangfire job counts from its latest 'Enqueued' state
+    (State.CreatedAt, State's clustered key (JobId, Id)), not Job.CreatedAt (a scheduled job or a
+    retry is enqueued hours after it was created), and the oldest free item of the queue is read
+    along JobQueue's clustered key (Queue, Id)."""
     folder = Path(tempfile.mkdtemp())
     (folder / "q.toml").write_text('[[targets]]\nname = "hf"\ndialect = "mssql"\n'
                                    'url = "mssql+pyodbc://u@h/db?driver=FreeTDS"\n\n'
-                                   '[[queues]]\nname = "jobs"\ntarget = "hf"\npreset = "hangfire"\n')
+                                   '[[queues]]\nname = "jobs"\ntarget = "hf"\npreset = "hangfire"\n'
+                                   'partition = { column = "Queue", value = "default" }\n')
     cfg = config_mod.load(folder / "q.toml")
     stmt = runner.build_statement(registry.by_name("oldest_age_s"), cfg.targets[0], cfg.queues)
     assert stmt is not None
     # A two-part outer reference (the deprecated three-part column name is never used), the oldest
     # free item by key (one side read, no sort of every free item by a subquery), and it parses.
-    assert "qo_side.[Id] = [JobQueue].[JobId]" in stmt.sql and "[HangFire].[JobQueue].[JobId]" not in stmt.sql
-    assert "WHERE [FetchedAt] IS NULL ORDER BY [Id]" in stmt.sql
+    assert ("(SELECT MAX(qo_side.[CreatedAt]) FROM [HangFire].[State] AS qo_side WHERE qo_side.[JobId] = "
+            "[JobQueue].[JobId] AND qo_side.[Name] = N'Enqueued')") in stmt.sql
+    assert "[HangFire].[Job]" not in stmt.sql and "[HangFire].[JobQueue].[JobId]" not in stmt.sql
+    assert "WHERE [FetchedAt] IS NULL AND [Queue] = N'default' ORDER BY [Id]" in stmt.sql
     sqlglot.parse(stmt.sql, read="tsql")

@@ -35,7 +35,25 @@ def _queue(name: str) -> dict[str, object]:
     q: dict[str, object] = {"name": name, "target": "t", "preset": name}
     if "table" not in presets.get(name).queue:
         q["table"] = "q_orders" if name == "pgmq" else "Orders"  # one table per queue: discovery names it
+    if "partition" in presets.get(name).requires:  # a table of many queues: the queue's own part
+        q["partition"] = PARTITIONS[name]
     return q
+
+
+PARTITIONS = {"masstransit": {"column": "QueueId", "value": 7}, "hangfire": {"column": "Queue", "value": "default"}}
+
+
+def test_a_preset_of_a_shared_table_refuses_a_queue_without_its_partition() -> None:
+    """Issue 33: MassTransit's MessageDelivery and Hangfire's JobQueue hold every queue; without the
+    queue's partition the preset read every queue as one (faulted deliveries counted ready)."""
+    for name, part in PARTITIONS.items():
+        with pytest.raises(config_mod.ConfigError, match=rf"partition = \(missing\): preset '{name}' needs it"):
+            _cfg("mssql", {"name": name, "target": "t", "preset": name})
+        q = _cfg("mssql", {"name": name, "target": "t", "preset": name, "partition": part}).queues[0]
+        assert f"[{part['column']}] = " in fragments_for(q, "mssql")["open_and"]
+    for name in ("rebus", "nservicebus"):  # a table per queue: no default table
+        with pytest.raises(config_mod.ConfigError, match=rf"table = \(missing\): preset '{name}' needs it"):
+            _cfg("mssql", {"name": name, "target": "t", "preset": name})
 
 
 def test_every_library_of_the_issue_has_a_preset_and_docs_row() -> None:
