@@ -771,9 +771,18 @@ def render_toml(proposals: list[Proposal], target: str, taken: set[str] | None =
         lines = [f"# discovered: {p.table.qualified}: {p.kind} ({p.label}), score {p.score:g}"]
         lines += [f"#   {e}" for e in p.evidence]
         lines += [f"#   check: {a}" for a in p.advice]
-        lines += ["[[queues]]", f"name = {toml_value(name)}", f"target = {toml_value(target)}"]
+        body = ["[[queues]]", f"name = {toml_value(name)}", f"target = {toml_value(target)}"]
         if not p.preset:
-            lines.append(f"kind = {toml_value(p.kind)}")
-        lines += [f"{k} = {toml_value(v)}" for k, v in p.mapping.items()]
-        out.append("\n".join(lines))
+            body.append(f"kind = {toml_value(p.kind)}")
+        body += [f"{k} = {toml_value(v)}" for k, v in p.mapping.items()]
+        # A preset of a table holding many queues (MassTransit, Hangfire; issue 33) needs the queue's
+        # partition, which only the operator knows: the section is written commented out with why,
+        # so the config still loads.
+        needs = {f: why for f, why in (presets.get(p.preset).requires.items() if p.preset else ())
+                 if f not in p.mapping}
+        if needs:
+            lines += [f"#   needs {f}: {why}" for f, why in needs.items()]
+            lines.append("#   (commented out until it is set: uncomment and add it)")
+            body = [f"# {line}" for line in body]
+        out.append("\n".join(lines + body))
     return "\n\n".join(out) + "\n"

@@ -208,3 +208,30 @@ def test_preset_signatures_match_the_upstream_column_types() -> None:
         aliases = {"integer": "int"}
         for col, typ in sig.items():
             assert aliases.get(types.get(col, ""), types.get(col)) == typ, (name, col, typ, types.get(col))
+
+
+def test_discover_recognises_the_upstream_tables_and_writes_a_config_that_loads(tmp_path: Path) -> None:
+    """Item 1: discovery matches a real MassTransit MessageDelivery (EnqueueTime datetime2); a preset
+    whose table holds many queues is written commented out, naming the partition it needs, so the
+    written config still loads (and the other presets' sections are live)."""
+    from queueops import discovery
+
+    written = []
+    for preset, up in BY_PRESET.items():
+        for st in sqlglot.parse(up.ddl, read="tsql"):
+            if st.args.get("kind") == "TABLE" and st.this.this.name == DDL_TABLE[preset]:
+                schema = st.this.this.db
+                cols = {c.name: discovery.Column(c.name, c.args["kind"].sql("tsql").split("(")[0].lower(),
+                                                 c.args["kind"].sql("tsql").split("(")[0].lower())
+                        for c in st.this.expressions if isinstance(c, exp.ColumnDef)}
+                table = discovery.Table(schema, DDL_TABLE[preset], columns=cols)
+                hit = discovery.match_preset(table, "mssql")
+                assert hit is not None and hit[0].name == preset, (preset, hit and hit[0].name)
+                written.append(discovery._preset_proposal(table, *hit))  # noqa: SLF001
+    text = discovery.render_toml(written, "sql")
+    assert "#   needs partition: MessageDelivery holds every queue" in text
+    assert '# preset = "masstransit"' in text and '\npreset = "simple_queue"' in text
+    path = tmp_path / "q.toml"
+    path.write_text('[[targets]]\nname = "sql"\ndialect = "mssql"\nurl = "mssql+pyodbc://u@h/db?driver=x"\n\n' + text)
+    cfg = config_mod.load(path)
+    assert sorted(q.preset for q in cfg.queues) == ["nservicebus", "rebus", "simple_queue"]
