@@ -159,12 +159,28 @@ def _render_queue(sqlf: sqlfiles.SqlFile, queue: Queue, dialect: str,
     return None
 
 
+def has_pvs(server: dict[str, Any] | None) -> bool:
+    """Whether a SQL Server has sys.dm_tran_persistent_version_store_stats (accelerated database
+    recovery's persistent version store): SQL Server 2019 (major 15) on, Azure SQL Database (engine
+    edition 5) and Managed Instance (8). Unknown (None): not assumed."""
+    if not server:
+        return False
+    major, edition = server.get("major_version"), server.get("engine_edition")
+    return (major is not None and int(major) >= 15) or edition in (5, 8)
+
+
+def target_block(sqlf: sqlfiles.SqlFile, server: dict[str, Any] | None) -> str:
+    """A target collector's block: ``main``, or ``main_pvs`` on a server that has the persistent
+    version store (a statement naming a view the server lacks would not compile at all)."""
+    return "main_pvs" if sqlf.has_block("main_pvs") and has_pvs(server) else "main"
+
+
 def build_statement(collector: Collector, target: Target, queues: Sequence[Queue],
-                    types: Types | None = None) -> sqlfiles.Statement | None:
+                    types: Types | None = None, server: dict[str, Any] | None = None) -> sqlfiles.Statement | None:
     """The single statement that answers ``collector`` for every applicable queue of a target."""
     sqlf = sqlfiles.load(target.dialect, collector.name)
     if collector.scope == "target":
-        return sqlf.render("main", {}, {"target": target.name})
+        return sqlf.render(target_block(sqlf, server), {}, {"target": target.name})
     if sqlf.has_block("all"):
         # One statement over every queue at once (e.g. one read of pg_locks for all tables).
         if not queues:
@@ -187,10 +203,10 @@ MSSQL_MAX_PARAMS = 2_000
 
 
 def build_statements(collector: Collector, target: Target, queues: Sequence[Queue],
-                     types: Types | None = None) -> list[sqlfiles.Statement]:
+                     types: Types | None = None, server: dict[str, Any] | None = None) -> list[sqlfiles.Statement]:
     """The statements that answer ``collector`` for every queue of a target: one, unless on SQL Server
     the queues' parameters exceed the limit, then the queues are halved until each part fits."""
-    stmt = build_statement(collector, target, queues, types)
+    stmt = build_statement(collector, target, queues, types, server)
     if stmt is None:
         return []
     if target.dialect != "mssql" or len(stmt.params) <= MSSQL_MAX_PARAMS or len(queues) < 2 \
@@ -214,12 +230,12 @@ _BUILT_LOCK = threading.Lock()
 
 
 def cached_statements(collector: Collector, target: Target, queues: Sequence[Queue],
-                      types: Types | None = None) -> list[sqlfiles.Statement]:
+                      types: Types | None = None, server: dict[str, Any] | None = None) -> list[sqlfiles.Statement]:
     """:func:`build_statements`, rendered once for the same collector, target, queues and types."""
     key = (collector.name, id(target), tuple(map(id, queues)), id(types), COUNT_CAP, COUNT_SKIP_ABOVE,
-           SMALL_TABLE_PAGES)
+           SMALL_TABLE_PAGES, has_pvs(server))
     return _memo(key, (collector, target, tuple(queues), types),
-                 lambda: build_statements(collector, target, queues, types))
+                 lambda: build_statements(collector, target, queues, types, server))
 
 
 def _memo(key: tuple[Any, ...], refs: tuple[Any, ...], build: Callable[[], list[Any]]) -> list[Any]:
@@ -273,7 +289,8 @@ def keep_plans(conn: engine.Connection) -> None:
     caches parameterised plans by itself: nothing to do there. A connection opened for one cycle
     (the console's own collection) keeps nothing: there is nothing to reuse.
     """
-    conn.execute(session_setup(conn.target, kept_plans=True))  # the session setup, generic plans
+    rows = conn.execute(session_setup(conn.target, kept_plans=True))  # the session setup, generic plans
+    conn.server = rows[0] if rows else None
     conn.keep_prepared()
 
 
@@ -346,7 +363,8 @@ def run_collectors(cfg: Config, target: Target, collectors: Sequence[Collector] 
         database = engine.database_name(target, base)
         if conn is None:
             conn = engine.connect(target, "collect", base)
-            conn.execute(session_setup(target))
+            rows = conn.execute(session_setup(target))
+            conn.server = rows[0] if rows else None
             result.round_trips += 1
     except Exception as exc:  # noqa: BLE001 - an unreachable target is data, not a crash
         err = engine.TargetError(target.name, str(exc)) if not isinstance(exc, engine.TargetError) else exc
@@ -391,7 +409,7 @@ def _run_one(c: Collector, target: Target, queues: Sequence[Queue], conn: engine
     trips = 0
     try:
         raw: list[dict[str, Any]] = []
-        for stmt in cached_statements(c, target, queues, types):
+        for stmt in cached_statements(c, target, queues, types, getattr(conn, "server", None)):
             trips += 1
             raw += conn.execute(stmt)
         rows = _to_rows(raw, ts, target.name, database)

@@ -58,6 +58,9 @@ class Connection:
     # The row counts of the tables at the time this connection's kept plans were made (PostgreSQL
     # only; None: statements are not kept prepared). See collectors.runner.keep_plans.
     kept_plans: dict[str, float] | None = None
+    # What the collector session setup read of the server (SQL Server: major_version, engine_edition;
+    # collectors.runner.server_block picks a block only some servers can run, issue 33).
+    server: dict[str, Any] | None = None
 
     def execute(self, stmt: Statement) -> list[dict[str, Any]]:
         """Run one statement and return its rows (empty for statements without a result)."""

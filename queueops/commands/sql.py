@@ -125,6 +125,10 @@ def target_statements(cfg: Config, target: Target, collectors: list[str] | None 
             continue
         for stmt in runner.build_statements(c, target, queues):
             yield _row(target, None, "collector", c.name, f"{c.name}:main", stmt)
+        if target.dialect == "mssql" and sqlfiles.load("mssql", c.name).has_block("main_pvs"):
+            for stmt in runner.build_statements(c, target, queues, server={"major_version": 15}):
+                yield _row(target, None, "collector", c.name, f"{c.name}:main_pvs", stmt,
+                           "instead of main on SQL Server 2019+, Azure SQL Database and Managed Instance")
 
 
 def queue_collectors(target: Target, queue: Queue, collectors: list[str] | None = None) -> Iterator[Rendered]:

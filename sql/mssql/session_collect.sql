@@ -5,4 +5,7 @@
 -- query timeout.
 SET LOCK_TIMEOUT {lock_timeout_ms};
 SET DEADLOCK_PRIORITY LOW;
-SELECT @@LOCK_TIMEOUT AS lock_timeout_ms;
+-- The version and engine edition pick the blocks this server can run (oldest_snapshot's
+-- persistent version store: SQL Server 2019, major 15, Azure SQL Database 5, Managed Instance 8).
+SELECT @@LOCK_TIMEOUT AS lock_timeout_ms, CAST(SERVERPROPERTY('ProductMajorVersion') AS int) AS major_version,
+       CAST(SERVERPROPERTY('EngineEdition') AS int) AS engine_edition;

@@ -14,7 +14,12 @@
 -- 'OBJECT: <db>:<object>:...', as the lock_waits collector attributes them; row and page waits
 -- name a hobt and are not attributed), followed up the chain to the session blocked by nobody;
 -- (2) the session of the oldest transaction that generates or may read row versions
--- (sys.dm_tran_active_snapshot_database_transactions, the oldest_snapshot collector's holder).
+-- (sys.dm_tran_active_snapshot_database_transactions, the oldest_snapshot collector's holder) in
+-- THIS database: the view has no database column and lists every database's (issue 33, item 6), so
+-- a transaction counts only when it has a database transaction here
+-- (sys.dm_tran_database_transactions.database_id = DB_ID()) or its session is in this database. A
+-- true SNAPSHOT transaction (is_snapshot = 1) comes before a read-committed-snapshot one (RCSI:
+-- every transaction of the database, e.g. a transport's receive transaction, which KILL rolls back).
 WITH edges AS (
     SELECT r.session_id AS waiter, r.blocking_session_id AS blocker
     FROM sys.dm_exec_requests AS r
@@ -34,7 +39,11 @@ WITH edges AS (
 ), snap AS (
     SELECT TOP (1) sn.session_id FROM sys.dm_tran_active_snapshot_database_transactions AS sn
     WHERE sn.session_id <> @@SPID
-    ORDER BY sn.elapsed_time_seconds DESC
+      AND (EXISTS (SELECT 1 FROM sys.dm_tran_database_transactions AS dbt
+                   WHERE dbt.transaction_id = sn.transaction_id AND dbt.database_id = DB_ID())
+           OR EXISTS (SELECT 1 FROM sys.dm_exec_sessions AS ss
+                      WHERE ss.session_id = sn.session_id AND ss.database_id = DB_ID()))
+    ORDER BY sn.is_snapshot DESC, sn.elapsed_time_seconds DESC
 ), causes AS (
     SELECT h.session_id, 'blocker' AS cause, h.blocked FROM heads AS h
     UNION ALL
@@ -88,8 +97,13 @@ WHERE s.session_id = :session_id
 -- the session id still belongs to the session the preview showed (same login_time), is a user
 -- session and is not this one; else no row comes back and the action is refused. KILL takes a
 -- literal session id, never a variable: {session_n} is the validated integer the preview showed.
+-- login_time is datetime (1/300 s ticks); the value read back travels as datetime2 (or text), and
+-- datetime = datetime2 compares the datetime's exact fraction (.0033333) from compatibility level
+-- 130 on, which never equals the .003 read (issue 33, item 10): the bound value is converted on
+-- the server, to datetime2(7) and then datetime (rounded to the same tick), before comparing.
 IF EXISTS (SELECT 1 FROM sys.dm_exec_sessions AS s
-           WHERE s.session_id = :session_id AND s.login_time = :session_start
+           WHERE s.session_id = :session_id
+             AND s.login_time = CAST(CAST(:session_start AS datetime2(7)) AS datetime)
              AND s.is_user_process = 1 AND s.session_id <> @@SPID)
 BEGIN
     KILL {session_n};
@@ -104,4 +118,4 @@ WHERE r.session_id = :session_id
 -- @block gone
 SELECT COUNT(*) AS present, MAX(s.status) AS state
 FROM sys.dm_exec_sessions AS s
-WHERE s.session_id = :session_id AND s.login_time = :session_start
+WHERE s.session_id = :session_id AND s.login_time = CAST(CAST(:session_start AS datetime2(7)) AS datetime)
