@@ -407,6 +407,10 @@ def _run_one(c: Collector, target: Target, queues: Sequence[Queue], conn: engine
     """
     started = time.perf_counter()
     trips = 0
+    if c.name in PER_QUEUE and c.scope == "queue" and len(queues) > 1:
+        # Physical-stats reads: one statement (and one statement timeout) per queue, so that one
+        # large table cannot spend the budget of every other queue's (issue 33, item 3).
+        return _isolate(c, target, queues, conn, ts, database, result, started, types)
     try:
         raw: list[dict[str, Any]] = []
         for stmt in cached_statements(c, target, queues, types, getattr(conn, "server", None)):
@@ -418,7 +422,9 @@ def _run_one(c: Collector, target: Target, queues: Sequence[Queue], conn: engine
                                        len(rows)))
     except engine.TargetError as exc:
         forget_types(target.name)  # a table renamed, dropped or altered: read the catalog again next time
-        if c.scope == "queue" and not exc.timeout and _connection_alive(conn):
+        # A timeout too is run again queue by queue (issue 33, item 3): one slow table must not
+        # blank the collector for every queue of the target.
+        if c.scope == "queue" and len(queues) > 1 and _connection_alive(conn):
             return trips + _isolate(c, target, queues, conn, ts, database, result, started, types)
         result.status.append(StatusRow(ts, target.name, c.name, False, (time.perf_counter() - started) * 1000,
                                        0, str(exc), exc.timeout))
@@ -430,6 +436,12 @@ def _run_one(c: Collector, target: Target, queues: Sequence[Queue], conn: engine
 
 
 QUEUE_ERROR = "queue_error"
+# Collectors whose statement reads pages (sys.dm_db_index_physical_stats, pgstattuple): always run
+# one queue at a time, each under its own statement timeout.
+PER_QUEUE = frozenset({"ghost_records", "fragmentation_pct"})
+# After this many queues in a row cut by a timeout, the rest of the target is not tried this cycle:
+# the server is slow as a whole, and each further try would spend a whole statement timeout.
+TIMEOUTS_IN_A_ROW = 2
 
 
 def first_line(error: str) -> str:
@@ -456,7 +468,8 @@ def _isolate(c: Collector, target: Target, queues: Sequence[Queue], conn: engine
     answered = 0
     failures: list[str] = []
     n_rows = 0
-    for q in queues:
+    timeouts = in_a_row = 0
+    for i, q in enumerate(queues):
         try:
             stmt = build_statement(c, target, [q], types)
             if stmt is None:
@@ -464,20 +477,30 @@ def _isolate(c: Collector, target: Target, queues: Sequence[Queue], conn: engine
             trips += 1
             rows = _to_rows(conn.execute(stmt), ts, target.name, database)
         except engine.TargetError as exc:
-            if exc.timeout or not _connection_alive(conn):
-                failures.append(f"{q.name}: {first_line(str(exc))}")
-                break
             reason = first_line(str(exc))
             failures.append(f"{q.name}: {reason}")
+            if not _connection_alive(conn):
+                break
+            # A timeout is this queue's (a large or locked table): its queue_error row says so and
+            # the next queue is tried, unless timeouts keep coming (the server is slow as a whole).
             result.rows.append(SnapshotRow(ts, target.name, database, q.name, QUEUE_ERROR, 1.0,
                                            f"{c.name}: {reason}"))
+            if exc.timeout:
+                timeouts += 1
+                in_a_row += 1
+                if in_a_row >= TIMEOUTS_IN_A_ROW and i + 1 < len(queues):
+                    failures.append(f"not tried this cycle after {in_a_row} timeouts in a row: "
+                                    + ", ".join(x.name for x in queues[i + 1:]))
+                    break
             continue
+        in_a_row = 0
         answered += 1
         n_rows += len(rows)
         result.rows.extend(rows)
     error = "; ".join(failures)
     result.status.append(StatusRow(ts, target.name, c.name, answered > 0 or not failures,
-                                   (time.perf_counter() - started) * 1000, n_rows, error))
+                                   (time.perf_counter() - started) * 1000, n_rows, error,
+                                   timeouts > 0))
     return trips
 
 
