@@ -49,6 +49,7 @@ class Pending:
     queue: str
     plan: actions.Plan
     before: dict[str, float | None] = field(default_factory=dict)
+    opts: dict[str, Any] = field(default_factory=dict)  # the form's options, to preview again
 
 
 @dataclass
@@ -58,6 +59,24 @@ class Done:
     before: dict[str, float | None]
     after: dict[str, float | None]
     sampled_at: datetime
+    opts: dict[str, Any] = field(default_factory=dict)
+    cutoff: Any = None  # the preview's cutoff (requeue): leftovers past it are explained
+
+
+def leftovers(done: Done) -> str:
+    """Why the metric the action fixes is not back to zero, when the action itself went well: for
+    requeue, the leases that expired after the preview's cutoff (the action releases only what the
+    preview saw, never more than it counted)."""
+    r = done.result
+    if not r.ok or r.action != "requeue":
+        return ""
+    left = done.after.get("stuck_leases")
+    if not left:
+        return ""
+    when = f" ({style.utc_text(pd.Timestamp(done.cutoff))})" if done.cutoff is not None else ""
+    return (f"{left:,.0f} lease(s) are stuck now. The requeue released the leases older than the preview's "
+            f"cutoff{when}; these expired after it (or were held by another session, or beyond the limit), so the "
+            "preview did not count them. Preview again to release them.")
 
 
 def applicable(q: Queue) -> list[str]:
@@ -159,7 +178,8 @@ def _preview(ctx: context.Ctx, q: Queue, action: str, opts: dict[str, Any]) -> N
         st.session_state.pop(PLAN_KEY, None)
         st.error(f"Cannot preview {action}: {exc}")
         return
-    st.session_state[PLAN_KEY] = Pending(q.name, plan, before)
+    st.session_state[PLAN_KEY] = Pending(q.name, plan, before, opts)
+    st.rerun()  # the whole page: it holds still while a preview is open
 
 
 def _confirm(ctx: context.Ctx, q: Queue, pending: Pending) -> None:
@@ -221,7 +241,8 @@ def _execute(ctx: context.Ctx, q: Queue, pending: Pending) -> None:
         after = {m: None for m in metrics}
     ctx.sampler.invalidate()
     st.session_state.pop(PLAN_KEY, None)
-    st.session_state[RESULT_KEY] = Done(q.name, result, pending.before, after, datetime.now().astimezone())
+    st.session_state[RESULT_KEY] = Done(q.name, result, pending.before, after, datetime.now().astimezone(),
+                                        pending.opts, pending.plan.observed.get("cutoff"))
     st.rerun()
 
 
@@ -244,6 +265,11 @@ def _result(ctx: context.Ctx, q: Queue) -> None:
         # for another run): said beside the outcome, as in the CLI and the audit record.
         for note in r.notes:
             st.info(note, icon=":material/info:")
+        left = leftovers(done)
+        if left:
+            st.warning(left, icon=":material/schedule:")
+            if ctx.can_act and st.button(f"Preview {r.action} again", key="act_again", icon=":material/replay:"):
+                _preview(ctx, q, r.action, done.opts)
         if r.rows:
             with st.expander(f"What it did ({len(r.rows)} step(s) or batch(es) committed)", expanded=not r.ok):
                 # Rows differ in their fields (a batch, the "left" line): text, so one column may mix them.

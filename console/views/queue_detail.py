@@ -8,11 +8,11 @@ import pandas as pd
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from console import chrome, context, gaps, style
-from console.data import LiveSample, parse_note
-from console.findings import Recommendation, RootCause, recommend, root_causes
-from console.health import ICON, LABEL, QueueHealth, cell_state, format_value, queue_health, streaks
-from console.views import actions_panel, autopilot_panel, terminate_card
+from console import auth, chrome, context, gaps, style
+from console.data import LiveSample
+from console.findings import Recommendation, RootCause, assess
+from console.health import ICON, LABEL, QueueHealth, cell_state, format_value, streaks
+from console.views import actions_panel, autopilot_panel, overview, terminate_card
 from console.views.overview import recent_rows
 from queueops import catalog
 from queueops.config import Config, Queue
@@ -57,22 +57,47 @@ def series(ctx: context.Ctx, q: Queue, window: timedelta, now: datetime) -> pd.D
 
 
 def causes_for(sample: LiveSample, q: Queue) -> list[RootCause]:
-    """Target-wide root causes plus any JSON-detailed rows of this queue (lock waits and the like)."""
-    rows = [(r.metric, r.value, parse_note(r.note)) for r in sample.target_rows(q.target)]
-    rows += [(r.metric, r.value, parse_note(r.note)) for r in sample.rows
-             if r.target == q.target and r.queue == q.name]
-    return root_causes(rows)
+    """The root causes that concern this queue now (the Overview's, :func:`overview.causes_for`)."""
+    return overview.causes_for(sample, q)
+
+
+def previewing(q: Queue) -> bool:
+    """An action or End session preview is open for this queue: the page holds still meanwhile."""
+    pending = st.session_state.get(actions_panel.PLAN_KEY)
+    return terminate_card.pending_for(q) is not None or (
+        isinstance(pending, actions_panel.Pending) and pending.queue == q.name)
 
 
 def render() -> None:
+    """The page refreshes itself like the Overview (a fragment re-run every ``[console] refresh_s``),
+    except while a preview is open: it holds still then, and says so."""
     ctx = context.get()
-    cfg = ctx.cfg
-    # A ?queue= that differs from the one this page last wrote is a link (from the overview, a
-    # bookmark): it wins over the selectbox's remembered value.
+    q = _chosen(ctx.cfg)
+    if q is not None:
+        terminate_card.open_from_link(ctx, q)  # ?end=PID from the Overview's root causes
+    paused = q is not None and previewing(q)
+
+    @st.fragment(run_every=None if paused else ctx.cfg.console.refresh_s)
+    def live() -> None:
+        if not auth.still_signed_in(ctx.cfg):  # signed out elsewhere, idle, expired: the gate takes over
+            st.rerun()
+        _page(ctx, paused)
+
+    live()
+
+
+def _chosen(cfg: Config) -> Queue | None:
+    """The queue to show. A ?queue= that differs from the one this page last wrote is a link (from
+    the overview, a bookmark): it wins over the selectbox's remembered value."""
     linked = st.query_params.get("queue")
     if linked and linked != st.session_state.get("qd_synced") and linked in {x.name for x in cfg.queues}:
         st.session_state["qd_queue"] = linked
-    q = pick_queue(cfg, st.session_state.get("qd_queue") or linked)
+    return pick_queue(cfg, st.session_state.get("qd_queue") or linked)
+
+
+def _page(ctx: context.Ctx, paused: bool) -> None:
+    cfg = ctx.cfg
+    q = _chosen(cfg)
     if q is None:
         chrome.title(ctx, "Queue detail")
         st.info("No queues are configured.")
@@ -84,7 +109,9 @@ def render() -> None:
     target = cfg.target(q.target)
     sample = ctx.sampler.sample()
     values = sample.values().get((q.target, q.name), {})
-    health = queue_health(q, values, reachable=q.target not in sample.unreachable(),
+    reachable = q.target not in sample.unreachable()
+    causes = causes_for(sample, q) if reachable else []
+    health, recs = assess(q, target.dialect, values, causes, reachable=reachable,
                           error=sample.queue_errors().get((q.target, q.name), ""),
                           recent=streaks(recent_rows(ctx.sampler), q))
     chrome.title(ctx, f"Queue {q.name}")
@@ -95,40 +122,49 @@ def render() -> None:
         st.selectbox("Queue", names, key="qd_queue", label_visibility="collapsed")
     table = ".".join(x for x in (q.schema_, q.table) if x)
     st.caption(f"{q.kind} queue · `{table}` on target `{target.name}` ({target.dialect}) · lease timeout "
-               f"{format_value('lease_timeout_s', q.lease_timeout_s)} · sampled {style.utc_text(sample.ts)}")
+               f"{format_value('lease_timeout_s', q.lease_timeout_s)} · sampled {style.utc_text(sample.ts)} · "
+               + ("**paused while previewing** (run or cancel the preview to resume)" if paused
+                  else f"refreshing every {cfg.console.refresh_s:g} s"))
+    if paused:
+        st.button("Refresh now", key="qd_refresh", icon=":material/refresh:",
+                  help="Sample again once; the open preview stays as it is")
     if q.target in sample.unreachable():
         st.error(f"Target `{q.target}` is unreachable: {sample.unreachable()[q.target]}", icon=":material/cloud_off:")
     elif health.error:
         st.error(f"This queue cannot be read: {health.error}", icon=":material/table:")
-    if health.reasons and q.target not in sample.unreachable():
-        st.markdown(" · ".join(f"**{f.text()}**" for f in health.reasons))
+    if (health.reasons or health.causes) and q.target not in sample.unreachable():
+        st.markdown(" · ".join(f"**{text}**" for text in [*health.causes, *(f.text() for f in health.reasons)]))
 
     _tiles(q, health)
 
     st.subheader("Over time")
-    label = st.segmented_control("Window", list(WINDOWS), default="1 h", key="qd_window",
-                                 label_visibility="collapsed") or "1 h"
+    label = _window()
     _charts(ctx, q, WINDOWS[label], sample.ts)
 
-    causes = causes_for(sample, q)
-    recs = recommend(q, target.dialect, values, causes, health.recent)
     left, right = st.columns(2, gap="large")
     with left:
         st.subheader("Root causes now")
         _causes(ctx, q, causes)
     with right:
         st.subheader("Findings and recommendations")
-        _recommendations(recs)
-
-    from console.views import items as items_view  # counts by state and the items behind them (issue 32)
-
-    items_view.render(ctx, q, values)
+        _recommendations(recs, health)
 
     st.subheader("Actions")
     actions_panel.render(ctx, q, recs)
 
     st.subheader("Autopilot")
     autopilot_panel.render(ctx, q.name)
+
+
+def _window() -> str:
+    """The chart window, kept in the URL (``?window=6h``) so a link or a reload shows the same."""
+    slug = {k: k.replace(" ", "") for k in WINDOWS}
+    wanted = next((k for k, v in slug.items() if v == st.query_params.get("window")), "1 h")
+    if st.session_state.get("qd_window") not in WINDOWS:
+        st.session_state["qd_window"] = wanted
+    label = st.segmented_control("Window", list(WINDOWS), key="qd_window", label_visibility="collapsed") or wanted
+    st.query_params["window"] = slug[label]
+    return label
 
 
 def _tiles(q: Queue, health: QueueHealth) -> None:
@@ -141,9 +177,12 @@ def _tiles(q: Queue, health: QueueHealth) -> None:
     for col, metric in zip(cols, shown, strict=True):
         v = values[metric]
         state = cell_state(q, health, metric)  # the judge's verdict, as on the Overview
+        text = style.METRICS[metric].help if metric in style.METRICS else None
+        if metric in health.ignored:
+            text = f"{text or ''} — {health.ignored[metric]}".strip(" —")
         col.metric(f"{ICON[state] if state != 'ok' else ''} {style.label(metric)}".strip(),
-                   format_value(metric, v), border=True, help=style.METRICS[metric].help
-                   if metric in style.METRICS else None)
+                   format_value(metric, v) + (" (not judged)" if metric in health.ignored else ""),
+                   border=True, help=text)
 
 
 def _unavailable(q: Queue) -> None:
@@ -184,6 +223,7 @@ def _charts(ctx: context.Ctx, q: Queue, window: timedelta, now: datetime) -> Non
                     for lv in (thr.warn, thr.crit)]
             style.threshold_lines(fig, near[0], near[1], row=i, col=1)
     style.apply(fig, height=max(260, 130 * len(metrics) + 40), legend=False)
+    fig.update_layout(uirevision=f"{q.name}:{window}")  # a zoom survives the page's refreshes
     start = style.window_start(df["ts"], now, window)
     fig.update_xaxes(range=[start, now])
     for ann in fig.layout.annotations:  # subplot titles: left-aligned like the rest of the page
@@ -211,6 +251,7 @@ def _subplot_title(q: Queue, metric: str) -> str:
 def _causes(ctx: context.Ctx, q: Queue, causes: list[RootCause]) -> None:
     relevant = [c for c in causes if c.kind in ("snapshot", "blocker")]
     terminate_card.render_result(ctx, q)
+    terminate_card.render_pending(ctx, q, {c.pid for c in relevant if c.pid is not None})
     if not relevant:
         st.success("No transaction is holding cleanup back and no session blocks this target.",
                    icon=":material/check_circle:")
@@ -235,9 +276,14 @@ def _causes(ctx: context.Ctx, q: Queue, causes: list[RootCause]) -> None:
             terminate_card.render(ctx, q, c, i)
 
 
-def _recommendations(recs: list[Recommendation]) -> None:
+def _recommendations(recs: list[Recommendation], health: QueueHealth | None = None) -> None:
+    ignored = dict(health.ignored) if health is not None else {}
+    for metric, why in ignored.items():  # past a level, left out by the judge on purpose: say why
+        st.info(f"**{style.label(metric)} {format_value(metric, health.values.get(metric)) if health else ''}** is "
+                f"past its level but {why}.", icon=":material/info:")
     if not recs:
-        st.success("Nothing to recommend: every metric is within its thresholds.", icon=":material/check_circle:")
+        st.success("Nothing to recommend: every judged metric is within its thresholds"
+                   + (" (see the value not judged above)." if ignored else "."), icon=":material/check_circle:")
         return
     for r in recs:
         with st.container(border=True):

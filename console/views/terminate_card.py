@@ -26,11 +26,81 @@ PLAN_KEY = "qo_terminate_plan"
 RESULT_KEY = "qo_terminate_result"
 
 
+LINK_ERROR_KEY = "qo_terminate_link_error"
+
+
 @dataclass
 class TermPending:
+    """An open "End session" preview. It stays open across refreshes whatever the next samples
+    show (a blocker is not caught waiting in every sample); the action layer checks again at
+    confirm that it is the same session (pid and backend start) in the same transaction and still
+    a root cause, and refuses otherwise."""
+
     queue: str
     session_id: int
     plan: actions.Plan
+
+    @property
+    def session_start(self) -> object:
+        return (self.plan.observed.get("session") or {}).get("session_start")
+
+    def matches(self, q: Queue, cause: RootCause) -> bool:
+        if self.queue != q.name or session_id(cause) != self.session_id:
+            return False
+        start = cause.details.get("backend_start")
+        if start is None or self.session_start is None:
+            return True
+        try:
+            return pd.Timestamp(start) == pd.Timestamp(self.session_start)  # type: ignore[arg-type]
+        except (ValueError, TypeError):
+            return True
+
+
+def pending_for(q: Queue) -> TermPending | None:
+    p = st.session_state.get(PLAN_KEY)
+    return p if isinstance(p, TermPending) and p.queue == q.name else None
+
+
+def _open(ctx: context.Ctx, q: Queue, sid: int) -> str | None:
+    """Preview ending session ``sid`` for ``q`` and keep it open; the error text when refused."""
+    st.session_state.pop(RESULT_KEY, None)
+    try:
+        with st.spinner("Reading the session and what it holds…"):
+            plan = actions.plan(ctx.cfg, "terminate", q.name, {"session": sid})
+    except (actions.ActionError, TargetError) as exc:
+        return f"Cannot end session {sid}: {exc}"
+    st.session_state[PLAN_KEY] = TermPending(q.name, sid, plan)
+    return None
+
+
+def open_from_link(ctx: context.Ctx, q: Queue) -> None:
+    """``?end=PID`` (the Overview's "End session" button): open that session's preview once."""
+    raw = st.query_params.get("end")
+    if raw is None:
+        return
+    del st.query_params["end"]
+    if not ctx.can_act or not str(raw).isdigit():
+        return
+    error = _open(ctx, q, int(raw))
+    if error:
+        st.session_state[LINK_ERROR_KEY] = error
+
+
+def render_pending(ctx: context.Ctx, q: Queue, shown: set[int]) -> None:
+    """The open preview of a session that the latest sample no longer names (it was not caught
+    blocking at that instant, or it ended): kept, with the re-check at confirm."""
+    error = st.session_state.pop(LINK_ERROR_KEY, None)
+    if error:
+        st.error(error, icon=":material/block:")
+    pending = pending_for(q)
+    if pending is None or pending.session_id in shown or not ctx.can_act:
+        return
+    with st.container(border=True):
+        st.markdown(f":material/block: **session {pending.session_id}**: not named by the latest sample")
+        st.caption("It may have stopped blocking, or was not caught at the sampling instant. The preview stays "
+                   "open; confirming checks again that it is the same session in the same transaction and still a "
+                   "root cause, and refuses otherwise.")
+        _confirm(ctx, q, pending)
 
 
 def session_id(cause: RootCause) -> int | None:
@@ -46,21 +116,17 @@ def render(ctx: context.Ctx, q: Queue, cause: RootCause, index: int) -> None:
     sid = session_id(cause)
     if not ctx.can_act or sid is None:
         return
-    pending = st.session_state.get(PLAN_KEY)
-    if isinstance(pending, TermPending) and pending.queue == q.name and pending.session_id == sid:
+    pending = pending_for(q)
+    if pending is not None and pending.matches(q, cause):
         _confirm(ctx, q, pending)
         return
     if st.button(f"End session {sid}…", key=f"term_preview_{index}_{sid}", icon=":material/power_settings_new:",
                  help="Preview ending this session (terminate): what it holds, what rolls back"):
-        st.session_state.pop(RESULT_KEY, None)
-        try:
-            with st.spinner("Reading the session and what it holds…"):
-                plan = actions.plan(ctx.cfg, "terminate", q.name, {"session": sid})
-        except (actions.ActionError, TargetError) as exc:
-            st.error(f"Cannot end session {sid}: {exc}")
+        error = _open(ctx, q, sid)
+        if error:
+            st.error(error)
             return
-        st.session_state[PLAN_KEY] = TermPending(q.name, sid, plan)
-        st.rerun()
+        st.rerun()  # the whole page: it holds still while the preview is open
 
 
 def _confirm(ctx: context.Ctx, q: Queue, pending: TermPending) -> None:
@@ -109,7 +175,9 @@ def render_result(ctx: context.Ctx, q: Queue) -> None:
     if r.ok:
         st.success(text, icon=":material/check_circle:")
     elif r.outcome == "refused":
-        st.warning(f"{text}\n\n{r.error}", icon=":material/block:")
+        st.warning(f"{text}\n\n{r.error}\n\nThe session changed since the preview, or no longer holds anything "
+                   "back: its card below (if any) is the current one; preview again from there.",
+                   icon=":material/block:")
     else:
         st.error(f"{text}\n\n{r.error}", icon=":material/error:")
     metrics = [row for row in r.rows if "metric" in row]

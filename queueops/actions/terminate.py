@@ -125,8 +125,12 @@ def plan(ctx: PlanContext) -> Plan:
     before = sample(ctx.cfg, ctx.target, q)
     others = [{**{k: c.get(k) for k in ("session_id", "cause", "blocked", "login", "application")},
                "refused": c["refusal"]} for c in candidates if c is not chosen]
-    warnings = [f"session {c['session_id']} holds the oldest snapshot for {float(c['xact_age_s'] or 0):.0f} s, under "
-                f"{floor:g} s: not a root cause yet (--min-age-s)" for c in young]
+    # A young snapshot holder is worth a word only where a snapshot is the question (nothing chosen,
+    # or a snapshot holder chosen); beside a lock blocker it is noise (some consumer's transaction
+    # of a few milliseconds, whose start can even read a hair after this statement's now()).
+    warnings = [f"session {c['session_id']} holds the oldest snapshot for {max(0.0, float(c['xact_age_s'] or 0)):.0f}"
+                f" s, under {floor:g} s: not a root cause yet (--min-age-s)" for c in young
+                if chosen is None or chosen["cause"] == "snapshot"]
     warnings += [f"session {o['session_id']} ({o['cause']}) is a root cause too: "
                  + (f"never ended: {o['refused']}" if o["refused"] else f"end it with --session {o['session_id']}")
                  for o in others]

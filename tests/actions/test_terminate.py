@@ -121,6 +121,8 @@ def test_lock_hold_terminate_resumes_dequeuers(w: W) -> None:
         cfg = w.cfg()
         plan = actions.plan(cfg, "terminate", "lease")
         assert plan.preview.rows[0]["session_id"] == pid and plan.preview.rows[0]["cause"] == "blocker"
+        # A lock blocker's preview says nothing of some young snapshot ("... for -0 s", issue 32).
+        assert not [x for x in plan.preview.warnings if "oldest snapshot" in x], plan.preview.warnings
         result = actions.execute(cfg, plan)
         assert result.outcome == "ok", result.error
         counters_flushed(lab)
