@@ -16,10 +16,10 @@ Only catalog lookups run (``sql/<dialect>/catalog_types.sql``), with names bound
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from xml.sax.saxutils import quoteattr
 
 from queueops import engine, sqlfiles
 from queueops.config import Queue
@@ -112,8 +112,10 @@ def mapped_columns(q: Queue) -> list[tuple[str, str | None, str, str]]:
 def _statement(dialect: str, pairs: Sequence[tuple[str, str]]) -> sqlfiles.Statement:
     sqlf = sqlfiles.load(dialect, "catalog_types")
     if dialect == "mssql":
-        # One JSON parameter, whatever the number of queues: never near the 2,100-parameter limit.
-        return sqlf.render("main", {}, {"pairs_json": json.dumps([{"t": t, "c": c} for t, c in pairs])})
+        # One XML parameter, whatever the number of queues: never near the 2,100-parameter limit, and
+        # no OPENJSON (compatibility level 130 and up only; issue 33, item 7).
+        return sqlf.render("main", {}, {"pairs_xml": "".join(f"<p t={quoteattr(t)} c={quoteattr(c)}/>"
+                                                             for t, c in pairs)})
     return sqlf.render("main", {}, {"tables": [t for t, _ in pairs], "columns": [c for _, c in pairs]})
 
 

@@ -303,8 +303,57 @@ def _pg_scan(plan: dict[str, Any], schema: str | None, table: str | None) -> str
     return ""
 
 
+def _mssql_server(cfg: Config, target: Target, conn: engine.Connection, queues: list[Queue],
+                  report: LiveReport) -> dict[str, Any]:
+    """Issue 33, items 7 and 8: the server's version, edition, compatibility level and both logins'
+    permissions (sql/mssql/server_check.sql), each missing one named with what it disables. Returns
+    the collector login's server row (its edition decides the index advice's ONLINE = ON)."""
+    from queueops import mssqlcheck
+
+    sqlf = sqlfiles.load("mssql", "server_check")
+
+    def read(c: engine.Connection, action: bool) -> dict[str, Any]:
+        server = c.execute(sqlf.render("server"))[0]
+        report.details.append(mssqlcheck.describe(target.name, server, "action" if action else "collector"))
+        checks = mssqlcheck.server_checks(server, action=action)
+        for q in queues:
+            table = coltypes.qualified(q.schema_, q.table, "mssql")
+            rights = c.execute(sqlf.render("table", {}, {"qualified_table": table}))[0]
+            checks += mssqlcheck.table_checks(q, rights, server, action=action, table=table)
+        report.findings.extend(Finding(k.severity, k.queue, k.field, k.value, k.reason, k.fix) for k in checks)
+        return server
+
+    server = read(conn, False)
+    report.findings.extend(Finding(k.severity, k.queue, k.field, k.value, k.reason, k.fix)
+                           for k in mssqlcheck.version_checks(server))
+    if target.actions_url or target.actions_password:
+        try:
+            aconn = engine.connect(target, "action", cfg.base_dir, application="queueops-check-action")
+        except engine.TargetError as exc:
+            report.findings.append(Finding("error", None, "actions_url", target.name,
+                                           f"cannot connect with the action login: every action fails: {exc}",
+                                           "fix actions_url / actions_password"))
+        else:
+            try:
+                read(aconn, True)
+            finally:
+                aconn.close()
+    else:
+        # One login for both: what the actions need is checked on it too (a grant already named for
+        # the collectors is not named twice).
+        told = {f.fix for f in report.findings}
+        checks = mssqlcheck.server_checks(server, action=True)
+        for q in queues:
+            table = coltypes.qualified(q.schema_, q.table, "mssql")
+            rights = conn.execute(sqlf.render("table", {}, {"qualified_table": table}))[0]
+            checks += mssqlcheck.table_checks(q, rights, server, action=True, table=table)
+        report.findings.extend(Finding(k.severity, k.queue, k.field, k.value, k.reason, k.fix) for k in checks
+                               if k.fix not in told)
+    return server
+
+
 def _mssql_seeks(conn: engine.Connection, q: Queue,
-                 types: dict[tuple[str, str], coltypes.ColumnType]) -> list[Finding]:
+                 types: dict[tuple[str, str], coltypes.ColumnType], online: bool | None = None) -> list[Finding]:
     table = coltypes.qualified(q.schema_, q.table, "mssql")
     rows = conn.execute(sqlfiles.load("mssql", "catalog_indexes").render(values={"qualified_table": table}))
     indexes = indexadvice.indexes_from_rows(rows)
@@ -315,7 +364,7 @@ def _mssql_seeks(conn: engine.Connection, q: Queue,
         if need is None or indexadvice.served(need, indexes):
             continue
         fix = ("it is a view: create the index on its base table" if relkind == "v"
-               else indexadvice.create_index(q, need, "mssql"))
+               else indexadvice.create_index(q, need, "mssql", online))
         out.append(Finding("warning", q.name, name, q.table, f"no index leads with {need.columns[0]!r}"
                            + (f" for {need.where}" if need.where else "") + ": the statement scans", fix))
     return out
@@ -338,6 +387,11 @@ def report_live(cfg: Config) -> LiveReport:
                 conn.execute(sqlfiles.Statement("SET enable_seqscan = off"))
                 conn.execute(sqlfiles.Statement("SET enable_bitmapscan = off"))
             blocked = _pg_privileges(cfg, target, conn, queues, report) if target.dialect == "postgresql" else set()
+            online: bool | None = None
+            if target.dialect == "mssql":
+                from queueops import mssqlcheck
+
+                online = mssqlcheck.online_index(_mssql_server(cfg, target, conn, queues, report))
             types = coltypes.read_types(conn, [q for q in queues if q.name not in blocked])
             for q in queues:
                 report.details.append(_describe(q, types, target.dialect))
@@ -355,7 +409,7 @@ def report_live(cfg: Config) -> LiveReport:
                 report.findings += _requeue_offer(conn, q, report)
                 if q.kind != "ring" and not problems:
                     seeks = (_pg_seeks(conn, target, q, types) if target.dialect == "postgresql"
-                             else _mssql_seeks(conn, q, types))
+                             else _mssql_seeks(conn, q, types, online))
                     report.findings += seeks
         except engine.TargetError as exc:
             report.findings.append(Finding("error", None, "target", target.name, f"check failed: {exc}"))

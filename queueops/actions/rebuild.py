@@ -203,7 +203,10 @@ def _plan_mssql(ctx: PlanContext) -> Plan:
     by_id = _mssql_indexes(ctx.session.run(sqlf.render("indexes", {}, {"qualified_table": qualified})))
     _unknown_indexes(opts, [d["index_name"] for d in by_id.values()])
     warnings: list[str] = []
-    for r in ctx.session.run(sqlf.render("resumable", {}, {"qualified_table": qualified})):
+    # sys.index_resumable_operations exists from SQL Server 2017 (14) on: a 2016 server would fail the
+    # whole plan on its name (issue 33, item 7: SQL Server 2016 is the minimum).
+    has_resumable = int(server["major_version"] or 0) >= 14 or server["engine_edition"] in (5, 8)
+    for r in (ctx.session.run(sqlf.render("resumable", {}, {"qualified_table": qualified})) if has_resumable else []):
         name = next((d["index_name"] for i, d in by_id.items() if i == int(r["index_id"])), r["index_id"])
         warnings.append(f"a resumable rebuild of {name} is {'paused' if int(r['state']) == 1 else 'running'} at "
                         f"{float(r['percent_complete']):.1f} %: rebuilding it with --resumable resumes it")

@@ -114,6 +114,14 @@ def _refused(target: Target, queue: Queue, action: str, reason: str) -> Rendered
 def target_statements(cfg: Config, target: Target, collectors: list[str] | None = None) -> Iterator[Rendered]:
     """The collector session's setup, the catalog types read and every target-wide collector."""
     yield _row(target, None, "session", "collect", "session_collect:main", runner.session_setup(target))
+    if target.dialect == "mssql":  # config check --live: version, edition, each login's permissions
+        check = sqlfiles.load("mssql", "server_check")
+        yield _row(target, None, "catalog", "server_check", "server_check:server", check.render("server"),
+                   "config check --live, with each login")
+        for q in cfg.queues_of(target.name):
+            yield _row(target, q, "catalog", "server_check", "server_check:table",
+                       check.render("table", {}, {"qualified_table": qualified_name(q, "mssql")}),
+                       "config check --live, with each login")
     queues = cfg.queues_of(target.name)
     pairs = [(quote_table(s or ("dbo" if target.dialect == "mssql" else "public"), t, target.dialect), c)
              for q in queues for _f, s, t, c in coltypes.mapped_columns(q)]

@@ -53,3 +53,65 @@ def test_item10_the_kill_guard_converts_login_time_on_the_server() -> None:
         stmt = sqlf.render(block, {"session_n": "57"}, {"session_id": 57, "session_start": "2026-01-01T00:00:00.003"})
         (where,) = [w for w in _where_text(stmt.sql) if "login_time" in w]
         assert "login_time = CAST(CAST(? AS DATETIME2(7)) AS DATETIME)" in where, where
+
+
+def test_item7_no_openjson_the_catalog_types_pairs_travel_as_xml() -> None:
+    """OPENJSON needs compatibility level 130; on an older level --live failed the whole target."""
+    import xml.etree.ElementTree as ET
+
+    from queueops import coltypes
+
+    for rel, text in sqlfiles.all_files("mssql"):
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+        assert "OPENJSON" not in code.upper(), rel
+    pairs = [("[dbo].[Jobs]", "Id"), ("[odd schema].[a&b<c>\"d']", "col'\"&<>")]
+    stmt = coltypes._statement("mssql", pairs)  # noqa: SLF001
+    (xml,) = stmt.params
+    assert [(p.get("t"), p.get("c")) for p in ET.fromstring(f"<r>{xml}</r>")] == pairs
+    assert "CAST(? AS xml)" in stmt.sql and ".nodes('/p')" in stmt.sql
+    sqlglot.parse(stmt.sql, read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
+
+
+SERVER = {"major_version": 16, "product_version": "16.0.4135.4", "engine_edition": 2, "edition": "Standard Edition",
+          "compatibility_level": 120, "is_read_committed_snapshot_on": True, "snapshot_isolation_state": 0,
+          "login_name": "qo_monitor", "user_name": "qo_monitor", "database_name": "Jobs", "view_server_state": 1,
+          "alter_any_connection": 0, "view_database_state": 1, "kill_database_connection": None}
+
+
+def test_item7_version_edition_and_compatibility_level_are_said() -> None:
+    from queueops import mssqlcheck
+
+    line = mssqlcheck.describe("sql", SERVER, "collector")
+    assert "compatibility level 120" in line and "online index operations no" in line
+    assert mssqlcheck.version_checks(SERVER) == []
+    old = mssqlcheck.version_checks({**SERVER, "major_version": 12, "product_version": "12.0.6024.0"})
+    assert old and old[0].severity == "error" and "2016 (13.x) is the minimum" in old[0].reason
+    assert mssqlcheck.online_index({**SERVER, "engine_edition": 3}) and not mssqlcheck.online_index(SERVER)
+
+
+def test_item8_each_missing_permission_names_what_it_disables_and_the_grant() -> None:
+    from queueops import mssqlcheck
+
+    cfg = _cfg("simple_queue")
+    q = cfg.queues[0]
+    blind = {**SERVER, "view_server_state": 0}
+    (c,) = mssqlcheck.server_checks(blind, action=False)
+    assert c.severity == "error" and "silent zero" in c.reason and "blocking_chains" in c.reason
+    assert c.fix == "USE master; GRANT VIEW SERVER STATE TO [qo_monitor]"
+    nodb = mssqlcheck.server_checks({**SERVER, "view_database_state": 0}, action=False)
+    assert [x.fix for x in nodb] == ["GRANT VIEW DATABASE STATE TO [qo_monitor]"] and "depth" in nodb[0].reason
+    # Azure SQL Database: no server-level permissions; VIEW DATABASE STATE or ##MS_ServerStateReader##.
+    azure = {**SERVER, "engine_edition": 5, "view_server_state": None, "alter_any_connection": None,
+             "view_database_state": 0, "kill_database_connection": 0}
+    (a,) = mssqlcheck.server_checks(azure, action=False)
+    assert "GRANT VIEW DATABASE STATE TO [qo_monitor]" in a.fix and "##MS_ServerStateReader##" in a.fix
+    kills = [x.fix for x in mssqlcheck.server_checks(azure, action=True) if "KILL" in x.reason]
+    assert kills == ["GRANT KILL DATABASE CONNECTION TO [qo_monitor]"]
+    assert [x.fix for x in mssqlcheck.server_checks(SERVER, action=True)] == [
+        "USE master; GRANT ALTER ANY CONNECTION TO [qo_monitor]"]
+    rights = {"can_select": 0, "can_update": 0, "can_delete": 1, "can_insert": 1, "can_alter": 0}
+    (sel,) = mssqlcheck.table_checks(q, rights, SERVER, action=False, table="[dbo].[SimpleQueue]")
+    assert sel.severity == "error" and sel.fix == "GRANT SELECT ON [dbo].[SimpleQueue] TO [qo_monitor]"
+    acts = mssqlcheck.table_checks(q, rights, SERVER, action=True, table="[dbo].[SimpleQueue]")
+    assert [x.reason.split(": ")[1] for x in acts] == ["requeue fails", "rebuild (ALTER INDEX) fails", "every preview fails"]
+    assert mssqlcheck.table_checks(q, dict.fromkeys(rights), SERVER, action=False, table="x") == []  # no table
