@@ -75,7 +75,7 @@ def render() -> None:
     q = _chosen(ctx.cfg)
     if q is not None:
         terminate_card.open_from_link(ctx, q)  # ?end=PID from the Overview's root causes
-    paused = q is not None and previewing(q)
+    paused = q is not None and ctx.can_act and previewing(q)  # a viewer has no preview to hold still for
 
     @st.fragment(run_every=None if paused else ctx.cfg.console.refresh_s)
     def live() -> None:
