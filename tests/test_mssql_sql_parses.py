@@ -22,8 +22,14 @@ FILES = [name[:-4] for name, _ in sqlfiles.all_files("mssql")]
 # Statement kinds sqlglot cannot parse, with the shape each must have instead.
 UNPARSED_ALLOWED = {"ALTER": re.compile(r"^ALTER\s+INDEX\s+\[[^\]]+\]\s+ON\s+\[[^\]]+\]\.\[[^\]]+\]\s+(REORGANIZE|REBUILD)\b"
                                         # the SQL Server lab (sql/mssql/lab/schema.sql) turns row versioning on
-                                        r"|^ALTER\s+DATABASE\s+CURRENT\s+SET\s+ALLOW_SNAPSHOT_ISOLATION\s+ON\s*$",
-                                        re.I | re.S)}
+                                        r"|^ALTER\s+DATABASE\s+CURRENT\s+SET\s+ALLOW_SNAPSHOT_ISOLATION\s+ON\s*$"
+                                        # the issue 33 lab (sql/mssql/lab/issue33.sql): a schema change
+                                        r"|^ALTER\s+TABLE\s+\[lab\]\.\[q_lease\]\s+ADD\s+\[qo_issue33\]\s+int\s+NULL\s*$",
+                                        re.I | re.S),
+                    # the issue 33 lab only: a login without VIEW SERVER STATE, made and dropped by the test
+                    "CREATE": re.compile(r"^CREATE\s+(LOGIN|USER)\s+\[x_login\]\s", re.I),
+                    "GRANT": re.compile(r"^GRANT\s+SELECT\s+ON\s+SCHEMA::\[lab\]\s+TO\s+\[x_login\]$", re.I),
+                    "DROP": re.compile(r"^DROP\s+(USER\s+IF\s+EXISTS|LOGIN)\s+\[x_login\]$", re.I)}
 
 
 READINESS_TSQL = {

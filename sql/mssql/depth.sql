@@ -3,8 +3,8 @@
 -- count is exact below the cap. Above it, rows_total is the row count of
 -- sys.dm_db_partition_stats (approximate, from metadata, no scan; note 'estimate'), and the
 -- filtered counts say 'at least (cap reached)': the documented DMVs give no per-value estimate.
--- Collectors run under READ UNCOMMITTED (queueops.engine): no shared locks, never blocking a
--- dequeuer; a figure may be off by the rows in flight, which is fine for monitoring.
+-- Collectors run under READ UNCOMMITTED (queueops.engine): no shared row locks (Sch-S only, for
+-- the statement's run); a figure may be off by the rows in flight, which is fine for monitoring.
 -- @block delete
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT COUNT(*) AS n FROM (SELECT TOP (:cap) 1 AS x FROM {table}{open_where}) AS l) AS s

@@ -1,6 +1,7 @@
 -- Collector session settings: never wait long for a lock (error 1222 after the timeout) and
--- lose any deadlock. The isolation level (READ UNCOMMITTED: collectors take no shared locks and
--- can never block a dequeuer; counts are monitoring figures, not accounting) is set through
+-- lose any deadlock. The isolation level (READ UNCOMMITTED: collectors take no shared row locks;
+-- a statement still holds Sch-S for its run, which a queued Sch-M waits for: docs/security.md,
+-- section 6; counts are monitoring figures, not accounting) is set through
 -- the ODBC connection attribute by queueops.engine, and the statement timeout by pyodbc's
 -- query timeout.
 SET LOCK_TIMEOUT {lock_timeout_ms};
