@@ -139,7 +139,10 @@ def _render_queue(sqlf: sqlfiles.SqlFile, queue: Queue, dialect: str,
     heap = (f"{queue.kind}_heap",) if queue.order == "heap" else ()
     # Times read from a side table (times_from): a block that orders by key rather than by time.
     side = (f"{queue.kind}_side",) if queue.times_from is not None and not queue.enqueued_at else ()
-    chain: tuple[str, ...] = (*heap, *side, queue.kind, f"{queue.kind}_basic", "any")
+    # An error column kept on a failed row (lease kind): a block that counts it apart, where the
+    # dialect has one (SQL Server's depth lease_error; PostgreSQL's lease block estimates it).
+    error = (f"{queue.kind}_error",) if queue.error_column else ()
+    chain: tuple[str, ...] = (*heap, *side, *error, queue.kind, f"{queue.kind}_basic", "any")
     if queue.follows_readiness and sqlf.has_block(f"{queue.kind}_follow"):
         # A mapping with readiness fields (runnable_at, max_attempts, lease_ready, ready_flag, ...)
         # is read by the blocks that follow them, and only by those: when none renders (a column

@@ -93,7 +93,9 @@ def plan(ctx: PlanContext) -> Plan:
     archive: dict[str, str] = {}
     warnings: list[str] = []
     if opts.mode == "move":
-        schema = opts.archive_schema or q.schema_
+        # Always schema-qualified (issue 33, item 11: INSERT INTO [JobsArchive] went to the action
+        # login's default schema): the archive schema, else the queue's, else the engine's default.
+        schema = opts.archive_schema or q.schema_ or DEFAULT_SCHEMA[dialect]
         archive["archive_table"] = ctx.quoted_table(opts.archive_table, schema, "archive table")
         pairs = [(qualified_name(q, dialect), archive["archive_table"], q.table, opts.archive_table)]
         if q.data_table:

@@ -128,7 +128,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _print_preview(p: actions.Preview, out: Any = None) -> None:
-    from queueops.actions.model import jsonable
+    from queueops.actions.model import jsonable, shown_sql
 
     out = out or sys.stdout
 
@@ -141,7 +141,9 @@ def _print_preview(p: actions.Preview, out: Any = None) -> None:
     print(f"  touches: {p.row_count}", file=out)
     for step in p.steps:
         print(f"\n  -- {step.label}{' (per batch)' if step.repeat else ''}", file=out)
-        for line in step.statement.sql.splitlines():
+        # As the server receives it: psycopg's doubled '%' undone (issue 33, item 11: the text
+        # preview showed LIKE N'%%...' where the JSON preview and the audit showed '%').
+        for line in shown_sql(step.statement.sql, p.dialect).splitlines():
             print(f"  {line}", file=out)
         if step.statement.params:
             print(f"  -- params: {jsonable(list(step.statement.params))}", file=out)

@@ -49,6 +49,30 @@ CROSS APPLY (VALUES
     ('rows_total', CAST(CASE WHEN n.total < :cap THEN n.total ELSE COALESCE(p.row_count, n.total) END AS float),
      CASE WHEN n.total < :cap THEN 'exact' ELSE 'estimate (sys.dm_db_partition_stats)' END)
 ) AS v (metric, value, note)
+-- @block lease_error
+-- A lease queue with an error column (the seeds' SimpleQueue: a failure writes Errors and keeps the
+-- row, leased): a failed row is not a running lease (issue 33, item 11: it was counted leased). Ready
+-- is what the library takes (lease IS NULL, read through its index as before); count_failed, the
+-- leased rows whose error is set, is read within the same bounded read as the total (at most :cap
+-- rows, no index on the error column needed): exact below the cap, unknown above it; count_leased
+-- excludes it.
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {lease} IS NULL{open_and}) AS l) AS ready,
+             t.total, t.failed
+      FROM (SELECT COUNT(*) AS total, SUM(l.failed) AS failed
+            FROM (SELECT TOP (:cap) CASE WHEN {error} IS NOT NULL AND {lease} IS NOT NULL THEN 1 ELSE 0 END AS failed
+                  FROM {table}{open_where}) AS l) AS t) AS n
+CROSS JOIN (SELECT SUM(ps.row_count) AS row_count FROM sys.dm_db_partition_stats AS ps
+            WHERE ps.object_id = OBJECT_ID(:qualified_table) AND ps.index_id IN (0, 1)) AS p
+CROSS APPLY (VALUES
+    ('depth', CAST(n.ready AS float), CASE WHEN n.ready < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_failed', CAST(CASE WHEN n.total < :cap THEN n.failed END AS float),
+     CASE WHEN n.total < :cap THEN 'exact (error column set)' ELSE 'unknown above the cap' END),
+    ('count_leased', CAST(CASE WHEN n.total < :cap THEN n.total - n.ready - n.failed END AS float),
+     CASE WHEN n.total < :cap THEN 'exact (failed rows not counted)' ELSE 'unknown above the cap' END),
+    ('rows_total', CAST(CASE WHEN n.total < :cap THEN n.total ELSE COALESCE(p.row_count, n.total) END AS float),
+     CASE WHEN n.total < :cap THEN 'exact' ELSE 'estimate (sys.dm_db_partition_stats)' END)
+) AS v (metric, value, note)
 -- @block due
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT (SELECT COUNT(*) FROM (SELECT TOP (:cap) 1 AS x FROM {table} WHERE {due} <= SYSUTCDATETIME(){open_and}) AS l) AS ready,

@@ -8,7 +8,8 @@
 -- treats a drop as a reset (the figures live only while the index metadata stays cached):
 --   row_lock_waits_total, row_lock_wait_ms_total, page_lock_waits_total, page_latch_waits_total,
 --   page_latch_wait_ms_total (hot last page: PAGELATCH_EX), lock_escalations_total,
---   page_splits_total (leaf_allocation_count); and leaf_ghosts (leaf_ghost_count, a level).
+--   page_splits_total (leaf_allocation_count); and leaf_ghosts_total (leaf_ghost_count: cumulative
+--   like every column of the function, since the index's metadata entry was cached; issue 33, item 11).
 -- OBJECT_ID() of an unknown table is NULL, which would mean "every object" to the DMF: the
 -- derived table o yields no row then, so the DMF is never called with NULL.
 -- @block any
@@ -33,5 +34,5 @@ CROSS APPLY (VALUES
     ('page_latch_wait_ms_total', CAST(s.latch_wait_ms AS float), 'sys.dm_db_index_operational_stats (cumulative)'),
     ('lock_escalations_total', CAST(s.escalations AS float), 'sys.dm_db_index_operational_stats (cumulative)'),
     ('page_splits_total', CAST(s.splits AS float), 'leaf_allocation_count (cumulative)'),
-    ('leaf_ghosts', CAST(s.ghosts AS float), 'leaf_ghost_count (excludes version ghosts)')
+    ('leaf_ghosts_total', CAST(s.ghosts AS float), 'sys.dm_db_index_operational_stats leaf_ghost_count (cumulative; excludes version ghosts)')
 ) AS v (metric, value, note)

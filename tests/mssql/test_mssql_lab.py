@@ -23,7 +23,7 @@ from collectors.counters import CounterRates  # noqa: E402
 from tests.mssql.conftest import LEASE_TIMEOUT_S, SQL_TXN_SS_SNAPSHOT  # noqa: E402
 
 ALL_KINDS = {"depth", "rows_total", "oldest_age_s", "lock_waiters", "lock_wait_max_s", "row_lock_waits_total",
-             "page_latch_waits_total", "page_splits_total", "leaf_ghosts", "ghost_records", "version_ghost_records",
+             "page_latch_waits_total", "page_splits_total", "leaf_ghosts_total", "ghost_records", "version_ghost_records",
              "fragmentation_pct", "page_count", "page_density_pct"}
 BY_KIND = {
     "delete": {"watermark_drift", "stranded_count"},
