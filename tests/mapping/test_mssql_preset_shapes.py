@@ -235,3 +235,21 @@ def test_discover_recognises_the_upstream_tables_and_writes_a_config_that_loads(
     path.write_text('[[targets]]\nname = "sql"\ndialect = "mssql"\nurl = "mssql+pyodbc://u@h/db?driver=x"\n\n' + text)
     cfg = config_mod.load(path)
     assert sorted(q.preset for q in cfg.queues) == ["nservicebus", "rebus", "simple_queue"]
+
+
+def test_the_sql_command_filters_and_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from queueops import cli
+
+    path = str(ROOT / "examples" / "mssql" / "masstransit.toml")
+    assert cli.main(["sql", "--config", path, "--queue", "orders", "--action", "terminate", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["queue"] for r in rows} == {"orders"} and {r["group"] for r in rows} == {"action"}
+    kill = next(r for r in rows if r["block"] == "actions/terminate:kill")
+    assert "KILL <session_id>" in kill["sql"]
+    assert kill["params"] == ["<session_id of the previewed root cause>", "<login_time of that session, as the preview read it>"]
+    assert cli.main(["sql", "--config", path, "--collector", "depth"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("collector depth (depth)") == 3 and "[QueueId] = 2" in text and "action" not in text
+    assert cli.main(["sql", "--config", path, "--queue", "nope"]) == 2
