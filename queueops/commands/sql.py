@@ -98,8 +98,11 @@ def _render(sqlf: sqlfiles.SqlFile, block: str, frags: dict[str, str], values: d
 
 def _row(target: Target, queue: Queue | None, group: str, name: str, block: str, stmt: sqlfiles.Statement,
          note: str = "") -> Rendered:
-    return Rendered(target.name, target.dialect, queue.name if queue else "", group, name, block, stmt.sql,
-                    list(stmt.params), note)
+    from queueops.actions.model import shown_sql
+
+    # As the server receives it (psycopg's doubled '%' undone), as the previews show it.
+    return Rendered(target.name, target.dialect, queue.name if queue else "", group, name, block,
+                    shown_sql(stmt.sql, target.dialect), list(stmt.params), note)
 
 
 def _refused(target: Target, queue: Queue, action: str, reason: str) -> Rendered:

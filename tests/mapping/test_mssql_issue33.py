@@ -184,3 +184,15 @@ def test_item11_smaller_statements() -> None:
     assert catalog.get("leaf_ghosts_total").kind == "counter" and catalog.get("leaf_ghosts") is None
     (waits,) = runner.build_statements(registry.by_name("lock_waits"), target, [q])
     assert "'leaf_ghosts_total'" in waits.sql
+
+
+def test_item9_the_docs_say_what_a_collector_can_hold_and_the_session_bounds_its_waits() -> None:
+    """A READ UNCOMMITTED statement still holds Sch-S for its run; a queued Sch-M (and every dequeuer
+    behind it) waits for it. The docs said collectors "cannot block a dequeuer": they now say how
+    long they can (at most the statement's time), and every collector session sets LOCK_TIMEOUT."""
+    readme = (ROOT / "README.md").read_text()
+    security = (ROOT / "docs" / "security.md").read_text()
+    assert "can never block a dequeuer" not in readme and "cannot block a dequeuer" not in security
+    assert "Sch-S" in security and "Sch-M" in security and "statement_timeout_ms" in security
+    setup = runner.session_setup(_cfg("rebus").targets[0]).sql
+    assert "SET LOCK_TIMEOUT 1000;" in setup
