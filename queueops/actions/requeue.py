@@ -103,6 +103,32 @@ def _follow(queue: Queue, frags: dict[str, str], bump: bool) -> tuple[str, dict[
     return ("_follow_past" if queue.lease_ready == "past" else "_follow"), {**frags, "live": live, **bump}
 
 
+# SQL Server escalates a statement's row locks to a table lock past about 5,000 on one object.
+ESCALATION_LOCKS = 5_000
+
+
+def _escalation_warning(ctx: PlanContext, q: Queue) -> list[str]:
+    """SQL Server (issue 33, item 11): without an index that delivers the stuck items in order (the
+    stuck_leases statement's), each batch's ``TOP ... ORDER BY`` under UPDLOCK reads and sorts every
+    stuck item, holding an update lock on each: past ~5,000 the server may escalate to a table lock,
+    which blocks every dequeuer for the batch. Said in the preview, with the index that avoids it."""
+    if ctx.dialect != "mssql":
+        return []
+    from queueops import indexadvice
+
+    need = indexadvice.needed("stuck_leases", q)
+    if need is None:
+        return []
+    rows = ctx.session.run(sqlfiles.load("mssql", "catalog_indexes").render(
+        values={"qualified_table": fragments_for(q, "mssql")["table"]}))
+    if indexadvice.served(need, indexadvice.indexes_from_rows(rows)):
+        return []
+    return [f"no index delivers the stuck items in order ({', '.join(need.columns)}): each batch reads and sorts "
+            f"every stuck item under update locks, and past about {ESCALATION_LOCKS:,} row locks SQL Server may "
+            "escalate to a table lock that blocks every dequeuer for the batch; create the index first "
+            f"({indexadvice.create_index(q, need, 'mssql')}), or keep --max-items under {ESCALATION_LOCKS:,}"]
+
+
 def plan(ctx: PlanContext) -> Plan:
     q, opts = ctx.queue, ctx.options
     check(q, opts)
@@ -147,6 +173,7 @@ def plan(ctx: PlanContext) -> Plan:
     if keys and count < len(keys):
         warnings.append(f"{count} of the {len(keys)} selected key(s) qualify; the others are not released: not "
                         f"{held}, failed, exhausted, already free or not found")
+    warnings += _escalation_warning(ctx, q)
     rule, reason = _preset_rule(q)
     if rule == "warn":
         warnings.append(f"preset {q.preset!r}: {reason}")

@@ -196,3 +196,37 @@ def test_item9_the_docs_say_what_a_collector_can_hold_and_the_session_bounds_its
     assert "Sch-S" in security and "Sch-M" in security and "statement_timeout_ms" in security
     setup = runner.session_setup(_cfg("rebus").targets[0]).sql
     assert "SET LOCK_TIMEOUT 1000;" in setup
+
+
+def test_item11_requeue_says_when_its_batches_may_escalate_to_a_table_lock() -> None:
+    """Without an index leading with the lease column, a requeue batch reads and sorts every stuck item
+    under UPDLOCK: the preview says that past ~5,000 row locks SQL Server may escalate to a table lock
+    (blocking every dequeuer), and names the index; with the index, nothing is said."""
+    import datetime as dt
+
+    from queueops.actions import requeue
+    from queueops.actions.context import PlanContext
+    from queueops.actions.model import RequeueOptions
+
+    cfg = _cfg("simple_queue")
+    q = cfg.queues[0]
+
+    def ix(name: str, index_id: int, cols: list[str], filt: str | None = None) -> list[dict[str, object]]:
+        return [{"index_name": name, "index_id": index_id, "filter_definition": filt, "is_disabled": False,
+                 "column_name": c, "key_ordinal": i + 1, "is_descending_key": False} for i, c in enumerate(cols)]
+
+    pop = ix("PK_SimpleQueue", 1, ["Id"]) + ix("IX_SIMPLEQUEUE_POP", 2, ["ProcessingStartedAt", "CreatedAt"],
+                                                "([ProcessingStartedAt] IS NULL)")
+    leased = pop + ix("IX_lease", 3, ["ProcessingStartedAt"])
+    for indexes, warned in ((pop, True), (leased, False)):
+        rec = _Recorder({"AS cutoff": [{"cutoff": dt.datetime(2026, 1, 1), "db_now": dt.datetime(2026, 1, 2)}],
+                         "AS ahead_s": [{"ahead_s": -5.0}],
+                         "ic.key_ordinal": indexes,
+                         "AS not_null": [{"column_name": "ProcessingStartedAt", "not_null": False, "comment": ""}],
+                         "COUNT(*) AS n": [{"n": 12_000}]})
+        ctx = PlanContext(cfg, cfg.targets[0], q, RequeueOptions(), rec)  # type: ignore[arg-type]
+        warnings = requeue.plan(ctx).preview.warnings
+        said = [w for w in warnings if "escalate to a table lock" in w]
+        assert bool(said) is warned, warnings
+        if warned:
+            assert "CREATE INDEX [IX_queueops_SimpleQueue_ProcessingStartedAt]" in said[0]
