@@ -27,6 +27,9 @@ STATES: tuple[tuple[str, str], ...] = (
     ("ready", "#2da44e"), ("scheduled", "#8c959f"), ("running", "#1f6feb"), ("stuck", "#cf222e"),
     ("failed", "#953800"), ("exhausted", "#bf3989"), ("done", "#57606a"),
 )
+# The legend beside the counts (Streamlit's named markdown colours, close to the bar's).
+SWATCH = {"ready": "green", "scheduled": "gray", "running": "blue", "stuck": "red", "failed": "orange",
+          "exhausted": "violet", "done": "gray"}
 LISTS = {"stuck": "Stuck", "waiting": "Oldest waiting", "key": "By key"}
 
 
@@ -79,7 +82,7 @@ def _bar_spec(counts: dict[str, float]) -> dict[str, Any]:
             "x": {"field": "n", "type": "quantitative", "stack": "zero", "axis": None},
             "color": {"field": "state", "type": "nominal", "sort": [label for _, label, _ in shown],
                       "scale": {"domain": [label for _, label, _ in shown], "range": [c for _, _, c in shown]},
-                      "legend": {"orient": "bottom", "title": None, "labelExpr": "datum.label"}},
+                      "legend": None},  # the counts below it name the states
             "order": {"field": "order", "type": "quantitative"},
             "tooltip": [{"field": "state", "type": "nominal"}, {"field": "n", "type": "quantitative", "format": ",.0f"}],
         },
@@ -92,7 +95,8 @@ def render(ctx: context.Ctx, q: Queue, values: dict[str, float | None]) -> None:
     counts = state_counts(q, values)
     if counts:
         st.vega_lite_chart(_bar_spec(counts), key=f"it_bar_{q.name}")
-        st.markdown(" · ".join(f"{label} **{counts[label]:,.0f}**" for label, _ in STATES if label in counts))
+        st.markdown(" · ".join(f":{SWATCH[label]}[■] {label} **{counts[label]:,.0f}**"
+                               for label, _ in STATES if label in counts))
         st.caption("Counts by state from the latest sample (ready: depth; scheduled: count_scheduled; running: "
                    "leased or processing, less stuck and failed; stuck: stuck_leases; failed: count_failed, an "
                    "estimate on lease queues; exhausted; done). Figures above the collectors' cap are estimates.")
@@ -167,7 +171,8 @@ def _table(ctx: context.Ctx, q: Queue, loaded: Loaded) -> None:
     df["item"] = df["item"].astype(str)  # any key type, shown as it is (a GUID, a number)
     df = df.dropna(axis=1, how="all")
     can_requeue = ctx.can_act and q.kind in ("lease", "status") and loaded.which in ("stuck", "key")
-    event = st.dataframe(df, hide_index=True, key=f"it_table_{q.name}_{loaded.which}",
+    # A new read is a new table: a selection never carries over to rows read again in another order.
+    event = st.dataframe(df, hide_index=True, key=f"it_table_{q.name}_{loaded.which}_{int(loaded.at.timestamp() * 1e6)}",
                          on_select="rerun" if can_requeue else "ignore",
                          selection_mode="multi-row" if can_requeue else [])
     with st.expander("The read (bounded, bound values)"):
@@ -184,6 +189,9 @@ def _table(ctx: context.Ctx, q: Queue, loaded: Loaded) -> None:
         except (actions.ActionError, engine.TargetError) as exc:
             st.error(f"Cannot preview requeue: {exc}")
     plan = st.session_state.get(f"it_plan_{q.name}")
+    if plan is not None and list(plan.options.keys or []) != keys:  # the selection changed: preview again
+        st.session_state.pop(f"it_plan_{q.name}", None)
+        plan = None
     if plan is not None:
         _confirm(ctx, q, plan)
 

@@ -10,7 +10,7 @@ SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
        CAST({owner_sel} AS nvarchar(450)) AS owner
 FROM {table}
 WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME()){open_and}
-ORDER BY {lease}
+ORDER BY {lease}, {key}
 -- @block stuck_lease_unfailed
 SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
        CAST(DATEDIFF_BIG(MILLISECOND, {lease}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
@@ -18,7 +18,7 @@ SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
        CAST({owner_sel} AS nvarchar(450)) AS owner
 FROM {table}
 WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME()) AND {error} IS NULL{open_and}
-ORDER BY {lease}
+ORDER BY {lease}, {key}
 -- @block stuck_lease_follow
 SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
        CAST(DATEDIFF_BIG(MILLISECOND, {lease}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
@@ -27,7 +27,7 @@ SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
 FROM {table}
 WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())
   AND NOT {failed} AND NOT {exhausted}{open_and}
-ORDER BY {lease}
+ORDER BY {lease}, {key}
 -- @block stuck_status
 -- The first :cap processing items (stuck_leases.sql, block status), the stuck ones among them.
 SELECT TOP (:limit_n) p.item, p.since, CAST(DATEDIFF_BIG(MILLISECOND, p.since, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,

@@ -13,14 +13,14 @@ SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM now() - {lease}
        {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
 FROM {table}
 WHERE {lease} IS NOT NULL AND {lease} < now() - make_interval(secs => :lease_timeout_s){open_and}
-ORDER BY {lease} LIMIT :limit_n
+ORDER BY {lease}, {key} LIMIT :limit_n
 -- @block stuck_lease_unfailed
 -- With error_column: an item whose error is set failed and is never stuck (block lease).
 SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM now() - {lease})::numeric, 1)::float8 AS age_s,
        {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
 FROM {table}
 WHERE {lease} IS NOT NULL AND {lease} < now() - make_interval(secs => :lease_timeout_s) AND {error} IS NULL{open_and}
-ORDER BY {lease} LIMIT :limit_n
+ORDER BY {lease}, {key} LIMIT :limit_n
 -- @block stuck_lease_follow
 -- A lease queue that maps readiness fields (block lease_follow): neither failed nor exhausted.
 SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM now() - {lease})::numeric, 1)::float8 AS age_s,
@@ -28,7 +28,7 @@ SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM now() - {lease}
 FROM {table}
 WHERE {lease} IS NOT NULL AND {lease} < now() - make_interval(secs => :lease_timeout_s)
   AND NOT {failed} AND NOT {exhausted}{open_and}
-ORDER BY {lease} LIMIT :limit_n
+ORDER BY {lease}, {key} LIMIT :limit_n
 -- @block stuck_status
 -- Processing items changed before the cutoff, as stuck_leases.sql (block status) reads them: the
 -- first :cap processing items in (status, key) order, then the stuck ones among them, oldest first.

@@ -40,7 +40,7 @@ def test_stuck_leases_equal_the_sql_ground_truth_bounded_by_the_lease_index(acts
     _seed_lease(acts)
     rows, plan = _read(acts, "lease", "stuck")
     truth = acts.sql("SELECT id, attempts FROM @lease WHERE processing_started_at < now() - interval '30 s' "
-                     "AND errors IS NULL ORDER BY processing_started_at LIMIT 100")
+                     "AND errors IS NULL ORDER BY processing_started_at, id LIMIT 100")
     assert [(r["item"], r["attempts"]) for r in rows] == [tuple(t) for t in truth]
     assert len(rows) == items.LIMIT and all(r["last_error"] is None for r in rows)
     assert rows[0]["age_s"] >= rows[-1]["age_s"] > 30  # oldest lease first

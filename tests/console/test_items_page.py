@@ -16,7 +16,7 @@ def test_counts_by_state_and_the_stuck_items_behind_them(env: ConsoleEnv) -> Non
     at = page("console.views.queue_detail", queue="lease")
     assert not at.exception, at.exception
     body = texts(at)
-    assert "ready **2**" in body and "stuck **4**" in body and "running **0**" in body
+    assert "ready **2**" in body and "stuck **4**" in body and "running **0**" in body, body
     assert len(at.get("vega_lite_chart")) >= 1
     assert "Pick a list to read up to 100 items" in body  # nothing read before a list is picked
     lists = next(b for b in at.get("button_group") if "it_list_lease" in str(b.id))
@@ -25,7 +25,7 @@ def test_counts_by_state_and_the_stuck_items_behind_them(env: ConsoleEnv) -> Non
     assert "4 stuck item(s), oldest lease first" in texts(at)
     shown = at.dataframe[0].value
     truth = _ids(env, "SELECT id FROM lab.q_lease WHERE processing_started_at < now() - interval '20 s' "
-                      "AND errors IS NULL ORDER BY processing_started_at")
+                      "AND errors IS NULL ORDER BY processing_started_at, id")
     assert [int(x) for x in shown["item"]] == truth
     assert any("LIMIT" in c.value and "processing_started_at" in c.value for c in at.code)
     # By key: an exact match, the typed text bound as a value.
