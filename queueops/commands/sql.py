@@ -263,6 +263,9 @@ def action_statements(cfg: Config, target: Target, queue: Queue, action: str) ->
         values = {**requeue._values(queue, Observed(OBSERVED["cutoff"]), dialect),  # noqa: SLF001
                   "batch_n": opts.batch_size}
         yield from blocks("requeue", chosen, f, values)
+        if dialect == "mssql":  # the preview's index read: may a batch escalate to a table lock?
+            yield _row(target, queue, "action", action, "catalog_indexes:main",
+                       sqlfiles.load("mssql", "catalog_indexes").render("main", {}, {"qualified_table": frags["table"]}))
     elif action == "archive":
         yield clock(opts.older_than_s)
         schema = queue.schema_ or ("dbo" if dialect == "mssql" else "public")
