@@ -109,3 +109,22 @@ def test_a_login_without_view_server_state_sees_only_itself_and_the_live_check_s
     finally:
         srv.run(conn, "drop_user", "issue33", frags=frags)
         srv.run(conn, "drop_login", "issue33", frags=frags)
+
+
+def test_the_persistent_version_store_is_read_where_the_server_has_it(mssql) -> None:  # noqa: ANN001
+    """Item 6: on SQL Server 2019+ (and Azure SQL) oldest_snapshot also reports this database's ADR
+    persistent version store; on an older server the statement never names the view and still runs."""
+    srv, cfg, _conn = mssql
+    result = runner.run_once(cfg, [registry.by_name("oldest_snapshot")])
+    assert all(s.ok for s in result.status), [s.error for s in result.status]
+    got = {r.metric: r for r in result.rows}
+    conn = engine.connect(cfg.targets[0], "collect", cfg.base_dir)
+    try:
+        server = conn.execute(runner.session_setup(cfg.targets[0]))[0]
+    finally:
+        conn.close()
+    if runner.has_pvs(server):
+        assert "persistent_version_store_kb" in got and "sys.dm_tran_persistent_version_store_stats" in \
+            got["persistent_version_store_kb"].note
+    else:
+        assert "persistent_version_store_kb" not in got
