@@ -8,9 +8,10 @@ the database first (its cutoff, the keys it picked, a session's login time) is s
 placeholder in angle brackets, as the previews show ``<picked keys>``; a value an operator gives
 (``--batch-size``) is shown at its default. Nothing here connects anywhere.
 
-The collectors are rendered per queue (``--queue``), as the live check's per-queue reads are; the
-service joins one collector's per-queue statements of a target with ``UNION ALL`` into one round
-trip (split on SQL Server past 2,000 parameters), so ``--joined`` renders them as sent.
+The collectors are rendered per queue, to be read one by one (and as the service runs them again
+after a failure or a timeout, and always for ghost_records / fragmentation_pct); the service joins
+one collector's per-queue statements of a target with ``UNION ALL`` into one round trip (split on
+SQL Server past 2,000 parameters): ``--joined`` renders them as sent.
 """
 
 from __future__ import annotations
@@ -302,9 +303,23 @@ def action_statements(cfg: Config, target: Target, queue: Queue, action: str) ->
 # ---------------------------------------------------------------------------------------------
 
 
+def joined_collectors(cfg: Config, target: Target, queues: list[Queue],
+                      collectors: list[str] | None = None) -> Iterator[Rendered]:
+    """Each queue-scoped collector's statement(s) for all ``queues`` of the target at once, as the
+    service sends them (one UNION ALL; split on SQL Server past 2,000 parameters)."""
+    for c in registry.COLLECTORS:
+        if c.scope != "queue" or (collectors and c.name not in collectors):
+            continue
+        for stmt in runner.build_statements(c, target, queues):
+            yield _row(target, None, "collector", c.name, f"{c.name} (joined)", stmt,
+                       f"every queue of the target at once: {', '.join(q.name for q in queues)}")
+
+
 def render_all(cfg: Config, *, targets: list[str] | None = None, queues: list[str] | None = None,
-               collectors: list[str] | None = None, actions: list[str] | None = None) -> list[Rendered]:
-    """Every statement of ``cfg`` (filtered), in the order target, then queue by queue."""
+               collectors: list[str] | None = None, actions: list[str] | None = None,
+               joined: bool = False) -> list[Rendered]:
+    """Every statement of ``cfg`` (filtered), in the order target, then queue by queue (``joined``:
+    the queue-scoped collectors as sent, one statement for the target's queues)."""
     out: list[Rendered] = []
     only_actions = actions is not None and collectors is None
     only_collectors = collectors is not None and actions is None
@@ -313,13 +328,15 @@ def render_all(cfg: Config, *, targets: list[str] | None = None, queues: list[st
             continue
         if not only_actions and not queues:
             out += target_statements(cfg, target, collectors)
-        for q in cfg.queues_of(target.name):
-            if queues and q.name not in queues:
-                continue
+        chosen = [q for q in cfg.queues_of(target.name) if not queues or q.name in queues]
+        if joined and not only_actions and chosen:
+            out += joined_collectors(cfg, target, chosen, collectors)
+        for q in chosen:
             if not only_actions:
                 if collectors is None:
                     out += queue_catalog(target, q)
-                out += queue_collectors(target, q, collectors)
+                if not joined:
+                    out += queue_collectors(target, q, collectors)
             if not only_collectors:
                 for action in actions or ACTIONS:
                     out += action_statements(cfg, target, q, action)
@@ -340,6 +357,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "with no --action, no action statements")
     p.add_argument("--action", action="append", choices=ACTIONS, help="only this action (repeatable); with no "
                    "--collector, no collector statements")
+    p.add_argument("--joined", action="store_true", help="the queue-scoped collectors as the service sends "
+                   "them: one statement for all queues of a target (default: one per queue, to read)")
     p.add_argument("--json", action="store_true", help="one JSON document: a list of statements")
     p.set_defaults(func=_run)
 
@@ -353,10 +372,22 @@ def _run(args: argparse.Namespace) -> int:
         if unknown:
             print(f"queueops: unknown {what}(s) {', '.join(unknown)} (known: {', '.join(known)})")
             return 2
-    rows = render_all(cfg, targets=args.target, queues=args.queue, collectors=args.collector, actions=args.action)
-    if args.json:
+    rows = render_all(cfg, targets=args.target, queues=args.queue, collectors=args.collector, actions=args.action,
+                      joined=args.joined)
+    try:
+        _print(rows, args.json)
+    except BrokenPipeError:  # `queueops sql ... | head`: the reader has what it wanted
+        import os
+        import sys
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _print(rows: list[Rendered], as_json: bool) -> None:
+    if as_json:
         print_json([{**asdict(r), "params": r.shown_params()} for r in rows])
-        return 0
+        return
     for r in rows:
         where = f"{r.target}" + (f" / queue {r.queue}" if r.queue else "")
         print(f"-- {where} / {r.group} {r.name} ({r.block or 'none'}){': ' + r.note if r.note else ''}")
@@ -365,4 +396,3 @@ def _run(args: argparse.Namespace) -> int:
             if r.params:
                 print("-- parameters: " + json.dumps(r.shown_params(), ensure_ascii=False))
         print()
-    return 0

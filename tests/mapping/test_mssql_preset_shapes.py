@@ -253,3 +253,13 @@ def test_the_sql_command_filters_and_prints_json(capsys: pytest.CaptureFixture[s
     text = capsys.readouterr().out
     assert text.count("collector depth (depth)") == 3 and "[QueueId] = 2" in text and "action" not in text
     assert cli.main(["sql", "--config", path, "--queue", "nope"]) == 2
+
+
+def test_joined_renders_the_collectors_as_the_service_sends_them() -> None:
+    for path in EXAMPLES:
+        cfg = load(path)
+        rows = [r for r in sqlcmd.render_all(cfg, joined=True) if r.group == "collector" and r.block.endswith("(joined)")]
+        assert rows
+        for r in rows:
+            trees = sqlglot.parse(r.sql, read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
+            assert sum(len(list(t.find_all(exp.Placeholder))) for t in trees) == len(r.params), (path.name, r.block)
