@@ -109,8 +109,8 @@ class Partition(_Model):
     ``open_when_null``'s predicate), so an index that leads with ``column`` seeks them."""
 
     column: Ident
-    value: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] | Annotated[str, Field(min_length=1, max_length=128),
-                                                                           AfterValidator(_partition_value)]
+    value: Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1)] | Annotated[
+        str, Field(strict=True, min_length=1, max_length=128), AfterValidator(_partition_value)]
 
 
 class TimesFrom(_Model):
