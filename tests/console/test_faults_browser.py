@@ -1,0 +1,280 @@
+"""Issue 32, items 1, 3 and 4, in headless Chromium against ``queueops serve``: one lab with its
+workload and the collector service, the five lab faults switched on in turn.
+
+* item 1: the Overview shows each fault as critical or warning with its root cause, by itself
+  (nobody reloads), within two refresh cycles and a collection cycle of the fault being visible at
+  all (a snapshot is a root cause from the judge's 60 s, a lease is stuck after the lab's 20 s
+  lease timeout, churn's dead tuples are read by the 30 s slow collectors; measured: 5-15 s);
+* item 3: under ``lock-hold`` the operator ends the session holding the table from the Overview's
+  root cause, through the queue page's preview, and the session is gone from the database;
+* item 4: the queue page's sampled time advances by itself, holds still (and says so) while a
+  preview is open, keeps its window in the URL; a requeue's leftovers are explained.
+
+Screenshots of the Overview under each fault go to artifacts/console/ and, with
+``QUEUEOPS_UPDATE_DOCS_IMG=1``, to docs/img/overview-FAULT.png (docs/console.md shows them).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from subprocess import Popen
+
+import pytest
+from playwright.sync_api import Page
+
+from queueops.lab import control
+from tests.console.browser import chromium, exceptions, grid_records, new_page, screenshot, settle, sign_in
+from tests.console.conftest import (
+    OPERATOR,
+    ConsoleEnv,
+    Server,
+    copy_for_readme,
+    reset_console,
+    start_console,
+    start_service,
+    stop,
+)
+
+pytestmark = pytest.mark.browser
+REFRESH_S = 5.0  # [console] refresh_s (default) and the lab's [schedule] fast_s
+SAMPLED = re.compile(r"[Ss]ampled (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC")
+BAD = ("CRITICAL", "WARNING")
+
+
+@dataclass
+class Stack:
+    env: ConsoleEnv
+    server: Server
+    service: Popen
+    artifacts: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def one(self, sql: str, *params: object) -> object:
+        with self.env.lab.connect() as conn:
+            row = conn.execute(sql, params).fetchone()
+            return row[0] if row else None
+
+    def fault(self, name: str, on: bool) -> float:
+        control.set_fault(name, on, self.env.lab.state_dir)
+        return time.monotonic()
+
+
+@pytest.fixture(scope="module")
+def stack(console_env: ConsoleEnv, artifacts: Path) -> Iterator[Stack]:
+    env = reset_console(console_env)
+    lab = env.lab
+    control.start_workload(lab.state_dir, lab.config_path)
+    service = start_service(env.config_path, artifacts / "faults-service.log")
+    server = None
+    try:
+        server = start_console(env.config_path, artifacts / "faults-console.log")
+        yield Stack(env, server, service, artifacts)
+    finally:
+        if server is not None:
+            stop(server.proc)
+        stop(service)
+        control.stop_workload(lab.state_dir)
+        lab.reset()
+
+
+@pytest.fixture(scope="module")
+def operator(stack: Stack) -> Iterator[Page]:
+    with chromium() as browser:
+        page = new_page(browser)
+        sign_in(page, stack.url, OPERATOR[0], OPERATOR[1])
+        yield page
+
+
+def open_page(page: Page, stack: Stack, path: str) -> None:
+    page.goto(f"{stack.url}/{path}")
+    page.locator("h1").first.wait_for()
+    settle(page)
+
+
+def row_of(page: Page, queue: str) -> dict[str, str]:
+    return next((r for r in grid_records(page) if r.get("Queue") == queue), {})
+
+
+def main_text(page: Page) -> str:
+    return page.locator("[data-testid='stMain']").inner_text()
+
+
+def sampled(page: Page) -> str:
+    m = SAMPLED.search(main_text(page))
+    assert m, main_text(page)[:2000]
+    return m.group(1)
+
+
+def until(probe: Callable[[], object], timeout: float, what: str, every: float = 1.0) -> object:
+    """Poll the page as it refreshes itself (never a reload)."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except (StopIteration, KeyError, IndexError):
+            last = None
+        if last:
+            return last
+        time.sleep(every)
+    pytest.fail(f"{what}: not within {timeout:.0f} s (last: {last!r})")
+
+
+def shows(page: Page, queue: str, why: str, banner: str) -> dict[str, str] | None:
+    """The queue's row is critical or warning with ``why`` in its Why, and a root cause banner says
+    ``banner`` (a regex), both in the same refresh."""
+    row = row_of(page, queue)
+    text = main_text(page)
+    if row.get("State") in BAD and why in row.get("Why", "") and re.search(banner, text):
+        return row
+    return None
+
+
+def snap(page: Page, stack: Stack, fault: str) -> None:
+    time.sleep(1)
+    copy_for_readme(screenshot(page, stack.artifacts / f"overview-{fault}.png"), f"overview-{fault}.png")
+
+
+def test_lock_hold_names_the_session_holding_the_table_and_it_is_ended_from_the_overview(
+        operator: Page, stack: Stack) -> None:
+    open_page(operator, stack, "")
+    visible = stack.fault("lock-hold", True)
+    holder = until(lambda: stack.one("SELECT pid FROM pg_locks WHERE relation = 'lab.q_lease'::regclass "
+                                     "AND mode = 'ExclusiveLock' AND granted"), 20, "the lab's lock holder")
+    row = until(lambda: shows(operator, "lease", "A session blocks others: session",
+                              rf"Root cause · session {holder} .*holds ExclusiveLock on queue lease's table"),
+                2 * REFRESH_S + 15, "lock-hold on the Overview")
+    seen = time.monotonic() - visible
+    assert f"session {holder}" in row["Why"]
+    snap(operator, stack, "lock-hold")
+    # One click from the Overview: the queue page, its preview open, the page holding still.
+    operator.get_by_role("button", name=f"End session {holder}…").first.click()
+    operator.get_by_role("heading", name="Queue lease").wait_for()
+    operator.get_by_text("pg_terminate_backend").first.wait_for()
+    settle(operator)
+    text = main_text(operator)
+    assert "paused while previewing" in text and "-0 s" not in text and "holds the oldest snapshot" not in text
+    first = sampled(operator)
+    time.sleep(2 * REFRESH_S + 1)
+    assert sampled(operator) == first  # held still while previewing
+    screenshot(operator, stack.artifacts / "end-session-preview.png")
+    operator.get_by_label(re.compile("Type the session id")).fill(str(holder))
+    operator.keyboard.press("Tab")
+    settle(operator)
+    operator.locator(".st-key-term_run button").click()
+    operator.get_by_text(re.compile(r"terminate by oncall \(operator\): ok")).wait_for(timeout=60_000)
+    settle(operator)
+    assert stack.one("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", holder) == 0
+    assert exceptions(operator) == []
+    screenshot(operator, stack.artifacts / "end-session-result.png")
+    stack.fault("lock-hold", False)
+    print(f"lock-hold shown after {seen:.1f} s")
+
+
+def test_churn_is_shown_and_the_fragmentation_it_leaves_says_why_it_is_not_judged(
+        operator: Page, stack: Stack) -> None:
+    open_page(operator, stack, "")
+    # A clean start: the status queue is ok, so what turns it amber is the churn itself.
+    until(lambda: row_of(operator, "status").get("State") == "ok", 60, "the status queue to be ok before churn")
+    visible = stack.fault("churn", True)
+    try:
+        until(lambda: shows(operator, "status", "Cleanup is falling behind", r"status"),
+                    2 * REFRESH_S + 65, "churn on the Overview")
+        print(f"churn shown after {time.monotonic() - visible:.1f} s")
+        until(lambda: "not judged" in row_of(operator, "status").get("Fragmentation %", ""), 60,
+              "the fragmentation cell saying why it is not judged")
+        snap(operator, stack, "churn")
+        open_page(operator, stack, "queue?queue=status")
+        assert "is past its level but not judged" in main_text(operator)
+    finally:
+        stack.fault("churn", False)
+
+
+def test_snapshot_hold_turns_every_queue_amber_with_the_session(operator: Page, stack: Stack) -> None:
+    open_page(operator, stack, "")
+    visible = stack.fault("snapshot-hold", True) + 60  # a root cause from the judge's 60 s
+    try:
+        row = until(lambda: shows(operator, "delete", "A long transaction holds cleanup back: session",
+                                  r"Root cause · session \d+ .*holds the oldest snapshot"),
+                    60 + 2 * REFRESH_S + 20, "snapshot-hold on the Overview")
+        print(f"snapshot-hold shown {time.monotonic() - visible:.1f} s after the snapshot reached 60 s")
+        assert row["State"] in BAD
+        assert all(r["State"] in BAD for r in grid_records(operator)), grid_records(operator)
+        snap(operator, stack, "snapshot-hold")
+        # The queue page's pill agrees with the Overview (no green "ok" beside the finding).
+        open_page(operator, stack, "queue?queue=delete")
+        head = main_text(operator)[:300]
+        assert ("warning" in head or "critical" in head) and "\nok\n" not in head, head
+    finally:
+        stack.fault("snapshot-hold", False)
+
+
+def test_watermark_jump_is_critical_on_the_overview(operator: Page, stack: Stack) -> None:
+    open_page(operator, stack, "")
+    visible = stack.fault("watermark-jump", True)
+    try:
+        until(lambda: shows(operator, "delete", "watermark drift", r"."), 2 * REFRESH_S + 20,
+              "watermark-jump on the Overview")
+        print(f"watermark-jump shown after {time.monotonic() - visible:.1f} s")
+        assert row_of(operator, "delete")["State"] == "CRITICAL"
+        snap(operator, stack, "watermark-jump")
+    finally:
+        stack.fault("watermark-jump", False)
+
+
+def test_dead_consumer_is_critical_and_a_requeue_explains_what_expired_after_its_cutoff(
+        operator: Page, stack: Stack) -> None:
+    open_page(operator, stack, "")
+    visible = stack.fault("dead-consumer", True) + 20  # stuck once older than the lease timeout
+    try:
+        until(lambda: shows(operator, "lease", "stuck leases", r"."), 2 * REFRESH_S + 30,
+              "dead-consumer on the Overview")
+        print(f"dead-consumer shown {time.monotonic() - visible:.1f} s after the first lease could be stuck")
+        assert row_of(operator, "lease")["State"] == "CRITICAL"
+        snap(operator, stack, "dead-consumer")
+        # The dead consumer keeps taking items: leases expire after the preview's cutoff.
+        open_page(operator, stack, "queue?queue=lease")
+        operator.locator("[data-testid='stFormSubmitButton'] button").first.click()
+        operator.get_by_role("button", name="Confirm and run requeue").wait_for()
+        settle(operator)
+        assert "paused while previewing" in main_text(operator)
+        time.sleep(8)
+        operator.get_by_role("button", name="Confirm and run requeue").click()
+        operator.get_by_text(re.compile(r"requeue on lease by oncall \(operator\): ok")).wait_for(timeout=60_000)
+        settle(operator)
+        text = main_text(operator)
+        assert re.search(r"lease\(s\) are stuck now\. The requeue released the leases older than the preview's "
+                         r"cutoff .* these expired after it", text), text[-3000:]
+        assert operator.get_by_role("button", name="Preview requeue again").is_visible()
+        screenshot(operator, stack.artifacts / "requeue-leftovers.png")
+    finally:
+        stack.fault("dead-consumer", False)
+
+
+def test_the_queue_page_refreshes_itself_and_keeps_its_window_in_the_url(operator: Page, stack: Stack) -> None:
+    open_page(operator, stack, "queue?queue=delete&window=6h")
+    assert "refreshing every" in main_text(operator)
+    first = sampled(operator)
+    until(lambda: sampled(operator) != first, 3 * REFRESH_S + 10, "the queue page's sampled time to advance")
+    assert "window=6h" in operator.url
+    operator.get_by_text("15 min", exact=True).first.click()
+    settle(operator)
+    until(lambda: "window=15min" in operator.url, 10, "the window in the URL")
+    operator.reload()
+    operator.get_by_role("heading", name="Queue delete").wait_for()
+    settle(operator)
+    assert "window=15min" in operator.url
+    # The Overview keeps refreshing while a preview is open on a queue page of the same session.
+    operator.locator("[data-testid='stFormSubmitButton'] button").first.click()
+    operator.get_by_text("paused while previewing").wait_for()
+    open_page(operator, stack, "")
+    first = sampled(operator)
+    until(lambda: sampled(operator) != first, 3 * REFRESH_S + 10, "the Overview's sampled time to advance")
+    assert exceptions(operator) == []
