@@ -198,9 +198,14 @@ def _recheck(plan: Plan, runner: Runner) -> None:
     if reason:
         raise Refused(reason)
     causes = runner.execute(sqlf.render("candidates", {}, {"qualified_table": plan.observed["qualified_table"]}))
+    # The preview's floor holds at confirm too: a blocker whose waiters are gone must not pass as a
+    # snapshot holder merely because its transaction has an xid (a row lock takes one).
+    floor = float(plan.preview.details.get("min_age_s") or 0)
+    causes = [c for c in causes if c["cause"] != "snapshot"
+              or (c.get("xact_age_s") is not None and float(c["xact_age_s"]) >= floor)]
     if not any(_is_same(c, obs) for c in causes):
         raise Refused(f"session {obs['session_id']} is no longer a root cause of queue {plan.queue.name!r} (it "
-                      "neither blocks its table nor holds the oldest snapshot now)")
+                      f"neither blocks its table nor holds the oldest snapshot for {floor:g} s or more now)")
 
 
 def _wait_gone(runner: Runner, obs: dict[str, Any]) -> tuple[bool, float | None]:

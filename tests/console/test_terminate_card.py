@@ -83,3 +83,52 @@ def test_the_kill_switch_shows_on_the_page(env: ConsoleEnv, tmp_path, monkeypatc
         assert "Autopilot is OFF" not in texts(at)
     finally:
         state.set_switch(store, True, "oncall")
+
+
+def test_the_preview_outlives_a_sample_without_its_blocker_and_confirm_checks_again(env: ConsoleEnv) -> None:
+    """Issue 32, item 3: a head blocker is only seen while someone waits behind it. Its preview stays
+    open when the next sample no longer names it; confirming re-checks and refuses, saying why."""
+    import time
+
+    with env.lab.connect() as conn:
+        conn.execute("INSERT INTO lab.q_lease (id, created_at) OVERRIDING SYSTEM VALUE VALUES (-7, now())")
+    holder = env.lab.connect()
+    holder.execute("BEGIN")
+    holder.execute("SELECT id FROM lab.q_lease WHERE id = -7 FOR UPDATE")
+    pid = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
+    waiter = env.lab.connect()
+    waiter_pid = waiter.execute("SELECT pg_backend_pid()").fetchone()[0]
+    waiter.execute("SET lock_timeout = '60s'")
+    thread = threading.Thread(target=lambda: _quiet(waiter, "UPDATE lab.q_lease SET attempts = 1 WHERE id = -7"),
+                              daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: _one(env, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                   "AND %s = ANY(pg_blocking_pids(pid))", pid), 10, what="a blocked updater")
+        at = page("console.views.queue_detail", queue="lease")
+        next(b for b in at.button if b.key and b.key.startswith("term_preview_") and b.key.endswith(f"_{pid}")).click().run()
+        assert any("pg_terminate_backend" in c.value for c in at.code), texts(at)
+        _one(env, "SELECT pg_cancel_backend(%s)", waiter_pid)  # nobody waits behind it any more
+        thread.join(10)
+        time.sleep(6)  # past [console] cache_s: the next run samples again
+        at.run()
+        assert f"session {pid}**: not named by the latest sample" in texts(at)
+        assert "paused while previewing" in texts(at)
+        at.text_input(key=f"term_typed_{pid}").input(str(pid)).run()
+        at.button(key="term_run").click().run()
+        assert not at.exception
+        warned = "\n".join(w.value for w in at.warning)
+        assert "refused" in warned and "no longer a root cause" in warned, texts(at)
+        assert _one(env, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", pid) == 1  # never signalled
+    finally:
+        holder.close()
+        waiter.close()
+        with env.lab.connect() as conn:
+            conn.execute("DELETE FROM lab.q_lease WHERE id = -7")
+
+
+def _quiet(conn, sql: str) -> None:  # noqa: ANN001
+    try:
+        conn.execute(sql)
+    except Exception:  # noqa: BLE001 - cancelled on purpose
+        pass
