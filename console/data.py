@@ -472,6 +472,10 @@ class Store:
         from queueops.store.schema import alert_state as a
 
         df = self._read(select(a).order_by(a.c.since.desc()))
+        if df.empty and self.error and "clearing_since" in self.error:
+            # A store no newer service has opened yet (the console opens it without altering it).
+            df = self._read(select(*[c for c in a.columns if c.name != "clearing_since"]).order_by(a.c.since.desc()))
+            df["clearing_since"] = None
         return _normalize(df, [c.name for c in a.columns], ts_cols=("since", "notified_at", "clearing_since"))
 
     def alert_events(self, since: datetime, limit: int = 2000) -> pd.DataFrame:

@@ -99,3 +99,15 @@ def test_one_queue_and_no_alerts(alerts_env: config_mod.Config) -> None:
     at = page("console.views.alerts", queue="jobs")
     assert "No alert is firing on queue jobs." in texts(at)
     assert set(at.dataframe[-1].value["queue"]) == {"jobs"}
+
+
+def test_a_store_from_before_clearing_since_still_shows_what_fires(alerts_env: config_mod.Config) -> None:
+    """The console opens the store without altering it: an older store lacks alert_state.clearing_since."""
+    import sqlite3
+
+    feed(alerts_env)
+    with sqlite3.connect(alerts_env.store.url.removeprefix("sqlite:///")) as db:
+        db.execute("ALTER TABLE alert_state DROP COLUMN clearing_since")
+    at = page("console.views.alerts")
+    assert not at.exception, at.exception
+    assert list(at.dataframe[0].value["rule"]) == ["threshold:depth:crit", "threshold:depth:warn"]
