@@ -10,7 +10,7 @@ never coloured the Overview.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -56,10 +56,11 @@ def test_a_12_page_index_at_70_pct_is_judged_the_same_on_the_overview_and_the_qu
     q = c.queue("mail")
     values = {**LIVE, "fragmentation_pct": 70.0, "page_count": 12.0, "rows_total": 5000.0}
     state, cells = overview_cells(c, "mail", values)
-    assert state == "ok" and cells["Fragmentation %"] == "ok"
+    # not judged, and the cell says so (issue 32: "not judged: 12 pages < 1,000"), never a level
+    assert state == "ok" and cells["Fragmentation %"] == "ignored"
     recs = recommend(q, "postgresql", values)
     assert not any(r.action == "rebuild" or r.severity == "crit" for r in recs), rule_ids(recs)
-    assert cell_state(q, queue_health(q, values), "fragmentation_pct") == "ok"  # the queue page's tile
+    assert cell_state(q, queue_health(q, values), "fragmentation_pct") == "ok"  # the queue page's tile (its value reads '(not judged)')
     # ... and the rebuild would indeed skip it: one floor for the judge and the action.
     assert decide.MIN_PAGES is judge.MIN_PAGES
     big = {**values, "page_count": 50_000.0}
@@ -75,7 +76,7 @@ def test_tiny_tables_show_no_fragmentation_finding(rows: int, frag: float, pages
     if pages is not None:
         values["page_count"] = pages
     state, cells = overview_cells(c, "mail", values)
-    assert state == "ok" and cells["Fragmentation %"] == "ok"
+    assert state == "ok" and cells["Fragmentation %"] in ("ok", "ignored")  # "ignored" says why, never a level
     recs = recommend(c.queue("mail"), "postgresql", values)
     assert not any(r.rule == "fragmentation" for r in recs), rule_ids(recs)
     # the alert rules carry the same guards: no alert either
@@ -121,7 +122,13 @@ def test_a_per_queue_threshold_outside_the_default_metrics_colours_the_overview_
     state, _cells = overview_cells(c, "mail", values)
     assert state == "CRITICAL"
     rules = [r for r in effective_rules(c) if r.metric == "dead_tuples"]
-    _changes, fired = evaluate(rules, [SnapshotRow(T0, "a", "d", "mail", "dead_tuples", 500.0)], {}, T0)
+    # A threshold rule holds for one interval of its collector (issue 32: no page on a one-sample
+    # blip): pending on the first sample, firing once the next one still holds it.
+    row = [SnapshotRow(T0, "a", "d", "mail", "dead_tuples", 500.0)]
+    states, fired = evaluate(rules, row, {}, T0)
+    assert fired == [] and {s.state for s in states.values() if s} == {"pending"}
+    later = T0 + timedelta(seconds=max(r.for_s for r in rules))
+    _changes, fired = evaluate(rules, row, {k: v for k, v in states.items() if v}, later)
     assert ("crit", "firing") in [(t.rule.severity, t.state) for t in fired]
 
 
