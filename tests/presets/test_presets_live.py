@@ -80,3 +80,46 @@ def test_schema_only_preset_checks_live(lab: Lab, schema: str, tmp_path: Path, n
     if name == "good_job":
         assert 115 <= rows["oldest_age_s"] < 180, collect.stdout  # A's 2 min, not C's hour nor A's 5 min
         assert "stuck_leases" not in rows and "count_leased" not in rows, collect.stdout  # [unavailable]
+
+
+# Oban's fetch (Oban.Engines.Basic.fetch_jobs, lib/oban/engines/basic.ex, Oban 2.17-2.19): available
+# jobs of one queue below their attempt limit, in priority / scheduled_at / id order, skipping locked.
+OBAN_FETCH = """
+UPDATE {s}.oban_jobs SET state = 'executing', attempted_at = timezone('UTC', now()), attempt = attempt + 1
+WHERE id IN (SELECT id FROM {s}.oban_jobs WHERE state = 'available' AND queue = 'default'
+             AND attempt < max_attempts ORDER BY priority, scheduled_at, id LIMIT %s FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""
+
+
+def test_oban_requeue_never_releases_a_job_at_its_limit_and_its_fetch_takes_the_rest(lab: Lab, schema: str,
+                                                                                     tmp_path: Path) -> None:
+    """Issue 29: requeue set every stuck job to 'available' whatever its attempt; a job with attempt >=
+    max_attempts is never fetched by Oban again, sorts first, and Oban's fetch with demand 5 returned
+    nothing with thousands waiting. The preset maps max_attempts: such a job is not counted as waiting
+    nor released, and after the requeue Oban's own fetch takes each released job exactly once."""
+    s = sql.Identifier(schema)
+    with lab.connect() as conn:
+        conn.execute(SHAPES["oban"].format(s=f'"{schema}"'))
+        # 6 jobs of a dead worker, executing for 2 hours: 3 on their last attempt, 3 with attempts left
+        conn.execute(sql.SQL(
+            "INSERT INTO {}.oban_jobs (state, worker, attempt, max_attempts, attempted_at, scheduled_at, inserted_at) "
+            "SELECT 'executing', 'W', CASE WHEN g <= 3 THEN 3 ELSE 1 END, 3, "
+            "timezone('UTC', now()) - interval '2 hours', timezone('UTC', now()) - interval '3 hours', "
+            "timezone('UTC', now()) - interval '3 hours' FROM generate_series(1, 6) AS g").format(s))
+    secret = Path(lab.server.password_file).resolve()
+    cfg = tmp_path / "queueops.toml"
+    cfg.write_text(f'[[targets]]\nname = "lab"\ndialect = "postgresql"\nurl = "{lab.url}"\n'
+                   f'password = "file:{secret}"\n\n[identity]\ndefault_role = "operator"\n\n[[queues]]\n'
+                   f'name = "oban"\ntarget = "lab"\npreset = "oban"\nschema = "{schema}"\n')
+    done = lab.cli("act", "requeue", "--queue", "oban", "--config", str(cfg), "--yes", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    assert result["rows_affected"] == 3, result
+    with lab.connect() as conn:
+        exhausted = conn.execute(sql.SQL("SELECT count(*) FROM {}.oban_jobs WHERE state = 'available' "
+                                         "AND attempt >= max_attempts").format(s)).fetchone()[0]
+        assert exhausted == 0, "a job at its limit was made available: Oban would never fetch it"
+        taken = [r[0] for r in conn.execute(sql.SQL(OBAN_FETCH).format(s=s), (5,)).fetchall()]
+        assert len(taken) == 3 and len(set(taken)) == 3
+        assert conn.execute(sql.SQL(OBAN_FETCH).format(s=s), (5,)).fetchall() == []  # each taken once
