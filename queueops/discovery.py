@@ -269,10 +269,15 @@ def check_values(definition: str, column: str) -> list[str]:
 
 
 # -- presets -------------------------------------------------------------------------------------------
+_MODIFIER = re.compile(r"\(\s*\d+(\s*,\s*\d+)?\s*\)")
+
+
 def _type_fits(col: Column, expected: str) -> bool:
-    exp = expected.lower()
-    return (col.data_type.lower().startswith(exp) or col.udt.lower() == exp
-            or col.data_type.lower().split(".")[-1] == exp)
+    """Whether ``col`` has the signature's type, whatever its precision or length modifier: Rails 7+
+    writes ``timestamp(6) without time zone`` (issue 29: GoodJob was missed), MassTransit ``datetime2(7)``."""
+    exp = _MODIFIER.sub("", expected.lower())
+    have = _MODIFIER.sub("", col.data_type.lower())
+    return (have.startswith(exp) or col.udt.lower() == exp or have.split(".")[-1] == exp)
 
 
 def match_preset(t: Table, dialect: str) -> tuple[presets.Preset, list[str]] | None:

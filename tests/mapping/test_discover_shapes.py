@@ -10,6 +10,7 @@ server; only that schema's rows of the listing are judged."""
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -309,3 +310,25 @@ def test_every_table_read_is_listed_with_why(lab: Lab, schema: str) -> None:
 ])
 def test_check_constraint_values(definition: str, values: list[str]) -> None:
     assert check_values(definition, "Status" if "[Status]" in definition else "status") == values
+
+
+# -- presets on the DDL of the libraries' current migrations (issue 29) ---------------------------------
+def test_a_preset_is_recognised_whatever_the_precision_of_its_timestamps(lab: Lab, schema: str) -> None:
+    """Rails 7+ migrations create ``timestamp(6) without time zone``; the signature compared the type by
+    prefix, so GoodJob (and every Rails preset) was missed on a current schema."""
+    from tests.presets.shapes import SHAPES
+
+    ddl = re.sub(r"\btimestamp\b(?! with)", "timestamp(6)", SHAPES["good_job"])  # as Rails 7+ writes them
+    assert ddl.count("timestamp(6)") == 7  # every timestamp column of good_jobs
+    run_sql(lab, schema, ddl)
+    row = listing(lab, schema)["good_jobs"]
+    assert row["proposed"] and row["preset"] == "good_job", text_of(row)
+
+
+def test_type_modifiers_do_not_hide_a_signature_type() -> None:
+    from queueops.discovery import Column, _type_fits
+
+    assert _type_fits(Column("t", "timestamp(6) without time zone", "timestamp"), "timestamp without time zone")
+    assert _type_fits(Column("t", "datetime2(7)", "datetime2"), "datetime2")
+    assert _type_fits(Column("t", "character varying(255)", "varchar"), "character varying")
+    assert not _type_fits(Column("t", "timestamp(6) with time zone", "timestamptz"), "timestamp without time zone")
