@@ -110,6 +110,8 @@ def target_lists(queues: Sequence[Queue], dialect: str) -> dict[str, list[str]]:
         "lease_names": [v["lease_name"] for v in vals],
         "due_names": [v["due_name"] for v in vals],
         "error_names": [v["error_name"] for v in vals],
+        # What each queue's naive times hold: 'UTC' or '' (the session's zone); see fragments.clock.
+        "naive_zones": ["UTC" if q.naive_times == "utc" and dialect == "postgresql" else "" for q in queues],
     }
 
 

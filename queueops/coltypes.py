@@ -210,6 +210,19 @@ def problems(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -
             out.append(TypeProblem(q.name, field, value, f"is {ctype.type_text}, not a timestamp type "
                                    f"({TIMESTAMP_TYPES}): {costs} not collected for this queue",
                                    drops=(frag,), fix=f"map {field} to a timestamp column, or leave it out"))
+    if q.naive_times == "utc" and dialect == "postgresql":
+        # naive_times says what a *naive* column holds; a timestamptz column is an instant, read right
+        # against now() in any zone, but against the UTC wall clock ({clock}) it is compared in the
+        # session's TimeZone: off by the zone's offset anywhere but UTC (issue 29).
+        for field in (*TIME_FIELDS, "expires_column"):
+            value = getattr(q, field)
+            ctype = type_of(q, field, types, dialect) if value else None
+            if ctype is not None and ctype.type_name == "timestamptz":
+                out.append(TypeProblem(q.name, field, value, "is timestamptz, but naive_times = \"utc\" compares the "
+                                       "queue's times with the UTC wall clock (now() AT TIME ZONE 'UTC'): its "
+                                       "figures are off by the session's UTC offset",
+                                       fix="remove naive_times (a timestamptz column needs none): it is for "
+                                           "timestamp without time zone columns that hold UTC"))
     flag = type_of(q, "ready_flag", types, dialect) if q.ready_flag else None
     if flag is not None and flag.category != "boolean" and flag.type_name.lower() != "bit":
         out.append(TypeProblem(q.name, "ready_flag", q.ready_flag or "", f"is {flag.type_text}, not a boolean: "

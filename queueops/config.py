@@ -222,6 +222,13 @@ class Queue(_Model):
     # A column after which an item is no longer delivered (Rebus expiration, NServiceBus Expires):
     # every per-queue statement reads only rows where it is NULL or still ahead of the clock.
     expires_column: Ident | None = None
+    # What a `timestamp without time zone` (naive) time column of this queue holds (issue 29): "utc"
+    # (Oban, GoodJob, Solid Queue and Rails apps write UTC wall-clock times) or "server" (the writing
+    # session's TimeZone: a hand-rolled table with DEFAULT now(); the server's default zone). Every
+    # comparison and age reads the clock in that zone (queueops.fragments.clock). None: the dialect's
+    # own reading, "server" on PostgreSQL; SQL Server's statements compare with SYSUTCDATETIME(), so
+    # naive columns are read as UTC there. A timestamptz column is an instant: no zone to say.
+    naive_times: Literal["utc", "server"] | None = None
     # Up to a week: a lease longer than that is a job nobody watches, not a timeout.
     lease_timeout_s: float = Field(default=300, gt=0, le=WEEK_S)
     thresholds: dict[str, Threshold] = Field(default_factory=dict)
@@ -587,6 +594,11 @@ def _cross_checks(cfg: Config) -> list[Problem]:
         if target is None:
             problems.append(Problem(f"{where}.target", q.target, f"no target of that name (known: {', '.join(names)})"))
             continue
+        if target.dialect == "mssql" and q.naive_times == "server":
+            problems.append(Problem(f"{where}.naive_times", q.naive_times,
+                                    "SQL Server statements compare with SYSUTCDATETIME(): naive (datetime2) times "
+                                    "are read as UTC there; local-time columns (DEFAULT SYSDATETIME()) are not "
+                                    "supported; leave naive_times out or set \"utc\""))
         for fld, value in _identifier_fields(q):
             problem = identifier_problem(value, target.dialect)
             if problem:

@@ -45,10 +45,37 @@ def table_of(queue: Queue, dialect: str) -> str:
     return quote_table(schema_of(queue, dialect), queue.table, dialect)
 
 
+def clock(queue: Queue, dialect: str) -> str:
+    """``{clock}``: the database clock as this queue's time columns must be compared with (issue 29).
+
+    A ``timestamp without time zone`` column has no zone: the library decides what it holds. Oban,
+    GoodJob and Solid Queue write UTC wall-clock times (``timezone('UTC', now())``, Rails), a
+    hand-rolled ``DEFAULT now()`` writes the session's local time. Compared with ``now()`` (a
+    timestamptz), PostgreSQL reads the naive value in the *reading* session's TimeZone: right for the
+    latter, off by the zone's offset for the former (Asia/Tokyo: every Oban job 9 h older, so live
+    jobs stuck and released; America/New_York: GoodJob's due jobs 5 h ahead, depth 0).
+
+    So a queue says what its naive columns hold (``naive_times``) and every statement compares them,
+    and takes ages, against this expression instead of a bare ``now()``: ``(now() AT TIME ZONE
+    'UTC')`` for ``"utc"`` (the UTC wall clock, a plain timestamp: same type as the column), ``now()``
+    otherwise (today's reading). The clock side is converted, never the column, so each predicate
+    stays an index condition (``col <= (now() AT TIME ZONE 'UTC')`` is a stable expression);
+    actions bind cutoffs computed from the same expression (``sql/<dialect>/actions/session.sql``,
+    block clock), naive when the clock is. The session's TimeZone is never set: it would break
+    ``"server"`` tables read from the same connection. A timestamptz column is an instant and reads
+    right against ``now()`` in any zone: it needs no ``naive_times`` (``coltypes.problems`` flags
+    ``"utc"`` on one). SQL Server compares with ``SYSUTCDATETIME()`` always (naive datetime2 read as
+    UTC; a datetimeoffset converts exactly).
+    """
+    if dialect != "postgresql":
+        return "SYSUTCDATETIME()"
+    return "(now() AT TIME ZONE 'UTC')" if queue.naive_times == "utc" else "now()"
+
+
 def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
     """Quoted identifiers (and validated integers) for ``queue``'s SQL blocks."""
     schema = schema_of(queue, dialect)
-    frags: dict[str, str] = {"table": quote_table(schema, queue.table, dialect)}
+    frags: dict[str, str] = {"table": quote_table(schema, queue.table, dialect), "clock": clock(queue, dialect)}
     for frag, attr in _COLUMNS.items():
         value = getattr(queue, attr)
         if value:
@@ -102,8 +129,7 @@ def queue_filters(queue: Queue, dialect: str) -> list[str]:
         out.append(f"{quote_ident(queue.partition.column, dialect)} = {literal(queue.partition.value, dialect)}")
     if queue.expires_column:
         col = quote_ident(queue.expires_column, dialect)
-        now = "now()" if dialect == "postgresql" else "SYSUTCDATETIME()"
-        out.append(f"({col} IS NULL OR {col} > {now})")
+        out.append(f"({col} IS NULL OR {col} > {clock(queue, dialect)})")
     return out
 
 
@@ -129,7 +155,7 @@ def readiness_fragments(queue: Queue, dialect: str) -> dict[str, str]:
         return {}
     q = lambda col: quote_ident(col, dialect)  # noqa: E731
     pg = dialect == "postgresql"
-    now, true, false = ("now()", "true", "false") if pg else ("SYSUTCDATETIME()", "1", "(1 = 0)")
+    now, (true, false) = clock(queue, dialect), (("true", "false") if pg else ("1", "(1 = 0)"))
     out = {"exhausted": false, "exhausted_next": false, "failed": false, "bump_set": "", "bump_col": ""}
     # A status queue (its readiness is its status values): {exhausted} and {owner_set} / {owner_col}
     # (requeue's status blocks write the status themselves, bound as a value).

@@ -37,14 +37,16 @@ class PlanContext:
         return fragments_for(self.queue, self.dialect)
 
     def cutoff(self, age_s: float) -> datetime:
-        """The database clock minus ``age_s`` (fixed here, reused by the execution)."""
+        """The database clock minus ``age_s`` (fixed here, reused by the execution), read as the
+        queue's time columns are compared (``{clock}``: a naive UTC value for ``naive_times = "utc"``)."""
         sqlf = sqlfiles.load(self.dialect, "actions/session")
         if self.dialect == "postgresql":
             values: dict[str, Any] = {"age_s": float(age_s)}
         else:
             whole = int(age_s)
             values = {"age_whole_s": whole, "age_ms_part": int(round((age_s - whole) * 1000))}
-        return self.session.run(sqlf.render("clock", {}, values))[0]["cutoff"]
+        return self.session.run(sqlf.render("clock", {"clock": fragments_for(self.queue, self.dialect)["clock"]},
+                                            values))[0]["cutoff"]
 
     def quoted_table(self, name: str, schema: str | None, what: str) -> str:
         """A table named by the operator (hostile input): validated, then quoted."""

@@ -236,7 +236,7 @@ def action_statements(cfg: Config, target: Target, queue: Queue, action: str) ->
         whole = int(age_s)
         values = ({"age_s": float(age_s)} if dialect == "postgresql"
                   else {"age_whole_s": whole, "age_ms_part": int(round((age_s - whole) * 1000))})
-        return _row(target, queue, "action", action, "actions/session:clock", session.render("clock", {}, values),
+        return _row(target, queue, "action", action, "actions/session:clock", session.render("clock", {"clock": fragments_for(queue, dialect)["clock"]}, values),
                     "the cutoff: read once by the preview, bound into the statements below")
 
     def blocks(name: str, chosen: list[str], f: dict[str, str], values: dict[str, Any]) -> Iterator[Rendered]:

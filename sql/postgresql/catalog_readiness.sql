@@ -25,4 +25,4 @@ ORDER BY 1, 2, 3
 -- never holds a time minutes ahead, a lock-until column does (its lease is when the lock ends).
 -- One row from the far end of an index that leads with the lease column (stuck_leases needs it too).
 SELECT extract(epoch FROM (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL{open_and}
-                           ORDER BY {lease} DESC LIMIT 1) - now())::float8 AS ahead_s
+                           ORDER BY {lease} DESC LIMIT 1) - {clock})::float8 AS ahead_s

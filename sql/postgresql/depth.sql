@@ -30,11 +30,16 @@ WITH queueops_q AS MATERIALIZED (
     SELECT t.queue, c.reltuples, pg_stat_get_live_tuples(c.oid) AS n_live_tup,
            s.most_common_vals::text::text[] AS status_vals, s.most_common_freqs AS status_freqs,
            l.null_frac AS lease_null_frac, e.null_frac AS error_null_frac,
-           (SELECT avg((b.v <= now())::int) FROM unnest(d.histogram_bounds::text::timestamptz[]) AS b (v)) AS due_share
+           -- The due column's bounds as its queue's {clock} reads them (issue 29): naive UTC times
+           -- (naive_times = "utc") against the UTC wall clock, any other as timestamptz (a naive
+           -- bound in the session's zone, as a comparison with now() reads it).
+           (SELECT avg((CASE WHEN t.naive_zone = 'UTC' THEN b.v::timestamp <= (now() AT TIME ZONE 'UTC')
+                             ELSE b.v::timestamptz <= now() END)::int)
+            FROM unnest(d.histogram_bounds::text::text[]) AS b (v)) AS due_share
     FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:schema_names]::text[],
                 ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
-                ARRAY[:due_names]::text[], ARRAY[:error_names]::text[])
-         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col)
+                ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[])
+         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
     LEFT JOIN LATERAL (SELECT st.most_common_vals, st.most_common_freqs FROM pg_stats AS st
                        WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.status_col
@@ -143,7 +148,7 @@ WHERE c.queue = :queue
 -- whose index the ready count already reads: no index orders the open rows by such a key.
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
-CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
+CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= {clock}{open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {count_order} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
@@ -220,13 +225,13 @@ FROM queueops_q AS c
 CROSS JOIN LATERAL (
     SELECT d.ready + z.ready AS ready, d.exhausted + z.exhausted AS exhausted, d.seen < :cap AND z.seen < :cap AS exact,
            d.seen + z.seen AS seen,
-           (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {free} AND {runnable} > now(){open_and}
+           (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {free} AND {runnable} > {clock}{open_and}
                                   ORDER BY {runnable} LIMIT :cap) AS l) AS scheduled,
            CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                 ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
     FROM (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready, count(*) FILTER (WHERE l.exhausted) AS exhausted,
                  count(*) AS seen
-          FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {free} AND {runnable} <= now(){open_and}
+          FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {free} AND {runnable} <= {clock}{open_and}
                 ORDER BY {runnable} LIMIT :cap) AS l) AS d,
          (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready, count(*) FILTER (WHERE l.exhausted) AS exhausted,
                  count(*) AS seen
@@ -315,7 +320,7 @@ CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped, r.scheduled, 
             CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
                                        count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
                                 FROM (SELECT {exhausted} AS exhausted FROM {table}
-                                      WHERE {status} = u.s AND {runnable} <= now(){open_and}
+                                      WHERE {status} = u.s AND {runnable} <= {clock}{open_and}
                                       ORDER BY {status}, {runnable} LIMIT :cap) AS l) AS d
             CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
                                        count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
@@ -323,7 +328,7 @@ CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped, r.scheduled, 
                                       WHERE {status} = u.s AND {runnable} IS NULL{open_and}
                                       ORDER BY {status}, {runnable} LIMIT :cap) AS l) AS z
             CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table}
-                                                          WHERE {status} = u.s AND {runnable} > now(){open_and}
+                                                          WHERE {status} = u.s AND {runnable} > {clock}{open_and}
                                                           ORDER BY {status}, {runnable} LIMIT :cap) AS l) AS f) AS r
       OFFSET 0) AS n
 CROSS JOIN LATERAL (SELECT NOT n.capped AND NOT n.scheduled_capped AND n.total < :cap AND n.processing < :cap
@@ -351,7 +356,7 @@ WHERE c.queue = :queue
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready, count(*) FILTER (WHERE l.exhausted) AS exhausted,
              count(*) AS seen
-      FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {due} <= now(){open_and} ORDER BY {due} LIMIT :cap) AS l) AS n
+      FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {due} <= {clock}{open_and} ORDER BY {due} LIMIT :cap) AS l) AS n
 CROSS JOIN (SELECT count(*) AS total FROM (SELECT 1 FROM {table}{open_where} ORDER BY {count_order} LIMIT :cap) AS l) AS t
 CROSS JOIN LATERAL (VALUES
     ('depth', n.ready::float8, CASE WHEN n.seen < :cap THEN 'exact' ELSE 'at least (cap of due items read)' END),

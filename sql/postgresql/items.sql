@@ -9,49 +9,49 @@
 -- @block stuck_lease
 -- Stuck leases as stuck_leases.sql (block lease_basic) counts them: leased before the cutoff,
 -- oldest first, through the index that leads with the lease column (a leased row's index).
-SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM now() - {lease})::numeric, 1)::float8 AS age_s,
+SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM {clock} - {lease})::numeric, 1)::float8 AS age_s,
        {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
 FROM {table}
-WHERE {lease} IS NOT NULL AND {lease} < now() - make_interval(secs => :lease_timeout_s){open_and}
+WHERE {lease} IS NOT NULL AND {lease} < {clock} - make_interval(secs => :lease_timeout_s){open_and}
 ORDER BY {lease}, {key} LIMIT :limit_n
 -- @block stuck_lease_unfailed
 -- With error_column: an item whose error is set failed and is never stuck (block lease).
-SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM now() - {lease})::numeric, 1)::float8 AS age_s,
+SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM {clock} - {lease})::numeric, 1)::float8 AS age_s,
        {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
 FROM {table}
-WHERE {lease} IS NOT NULL AND {lease} < now() - make_interval(secs => :lease_timeout_s) AND {error} IS NULL{open_and}
+WHERE {lease} IS NOT NULL AND {lease} < {clock} - make_interval(secs => :lease_timeout_s) AND {error} IS NULL{open_and}
 ORDER BY {lease}, {key} LIMIT :limit_n
 -- @block stuck_lease_follow
 -- A lease queue that maps readiness fields (block lease_follow): neither failed nor exhausted.
-SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM now() - {lease})::numeric, 1)::float8 AS age_s,
+SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM {clock} - {lease})::numeric, 1)::float8 AS age_s,
        {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
 FROM {table}
-WHERE {lease} IS NOT NULL AND {lease} < now() - make_interval(secs => :lease_timeout_s)
+WHERE {lease} IS NOT NULL AND {lease} < {clock} - make_interval(secs => :lease_timeout_s)
   AND NOT {failed} AND NOT {exhausted}{open_and}
 ORDER BY {lease}, {key} LIMIT :limit_n
 -- @block stuck_status
 -- Processing items changed before the cutoff, as stuck_leases.sql (block status) reads them: the
 -- first :cap processing items in (status, key) order, then the stuck ones among them, oldest first.
-SELECT p.item, p.since, round(extract(epoch FROM now() - p.since)::numeric, 1)::float8 AS age_s,
+SELECT p.item, p.since, round(extract(epoch FROM {clock} - p.since)::numeric, 1)::float8 AS age_s,
        p.attempts, p.last_error, p.owner
 FROM (SELECT {key} AS item, {status_changed_at} AS since, {attempts_sel} AS attempts,
              left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
       FROM {table} WHERE {status} IN (:processing_values){open_and}
       ORDER BY {status}, {key} LIMIT :cap) AS p
-WHERE p.since < now() - make_interval(secs => :lease_timeout_s)
+WHERE p.since < {clock} - make_interval(secs => :lease_timeout_s)
 ORDER BY p.since, p.item LIMIT :limit_n
 -- @block waiting_lease
 -- The oldest free items, as oldest_age_s.sql (block lease) reads the first of them: (enqueued_at, key)
 -- among the rows whose lease is NULL (the dequeue's own partial index).
 SELECT {key} AS item, {enqueued_at} AS since,
-       round(extract(epoch FROM now() - {enqueued_at})::numeric, 1)::float8 AS age_s,
+       round(extract(epoch FROM {clock} - {enqueued_at})::numeric, 1)::float8 AS age_s,
        {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST(NULL AS text) AS owner
 FROM {table} WHERE {lease} IS NULL{open_and}
 ORDER BY {enqueued_at}, {key} LIMIT :limit_n
 -- @block waiting_lease_follow
 -- A lease queue that maps readiness fields: the free items ({free}) that are not exhausted, of the
 -- first :cap free ones in enqueue order (oldest_age_s.sql, block lease_follow).
-SELECT l.item, l.since, round(extract(epoch FROM now() - l.since)::numeric, 1)::float8 AS age_s,
+SELECT l.item, l.since, round(extract(epoch FROM {clock} - l.since)::numeric, 1)::float8 AS age_s,
        l.attempts, l.last_error, CAST(NULL AS text) AS owner
 FROM (SELECT {key} AS item, {enqueued_at} AS since, {attempts_sel} AS attempts,
              left(CAST({error_sel} AS text), 500) AS last_error, {exhausted} AS exhausted
@@ -61,30 +61,30 @@ ORDER BY l.since, l.item LIMIT :limit_n
 -- @block waiting_status
 -- The oldest ready items in (status, key) order, as oldest_age_s.sql (block status) reads the first.
 SELECT {key} AS item, {enq_sel} AS since,
-       round(extract(epoch FROM now() - {enq_sel})::numeric, 1)::float8 AS age_s,
+       round(extract(epoch FROM {clock} - {enq_sel})::numeric, 1)::float8 AS age_s,
        {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
 FROM {table} WHERE {status} IN (:ready_values){open_and}
 ORDER BY {status}, {key} LIMIT :limit_n
 -- @block waiting_delete
 -- The oldest items of a delete queue: the lowest keys (oldest_age_s.sql, block delete).
 SELECT {key} AS item, {enq_sel} AS since,
-       round(extract(epoch FROM now() - {enq_sel})::numeric, 1)::float8 AS age_s,
+       round(extract(epoch FROM {clock} - {enq_sel})::numeric, 1)::float8 AS age_s,
        CAST(NULL AS int) AS attempts, CAST(NULL AS text) AS last_error, CAST(NULL AS text) AS owner
 FROM {table}{open_where}
 ORDER BY {key} LIMIT :limit_n
 -- @block waiting_due
 -- The most overdue items of a due queue, through the due column's index (oldest_age_s.sql, block due).
 SELECT {key} AS item, {due} AS since,
-       round(extract(epoch FROM now() - {due})::numeric, 1)::float8 AS age_s,
+       round(extract(epoch FROM {clock} - {due})::numeric, 1)::float8 AS age_s,
        CAST(NULL AS int) AS attempts, CAST(NULL AS text) AS last_error, CAST(NULL AS text) AS owner
-FROM {table} WHERE {due} <= now(){open_and}
+FROM {table} WHERE {due} <= {clock}{open_and}
 ORDER BY {due} LIMIT :limit_n
 -- @block by_key
 -- One item by its key, exact match on the bound value (the key's index; a key that is not unique:
 -- at most :limit_n rows). {held_sel}: the lease, status change or due time; {state_sel}: the
 -- status, or NULL.
 SELECT {key} AS item, {enq_sel} AS enqueued_at, {held_sel} AS since,
-       round(extract(epoch FROM now() - {held_sel})::numeric, 1)::float8 AS age_s,
+       round(extract(epoch FROM {clock} - {held_sel})::numeric, 1)::float8 AS age_s,
        CAST({state_sel} AS text) AS status, {attempts_sel} AS attempts,
        left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
 FROM {table} WHERE {key} = :key{open_and}

@@ -3,11 +3,11 @@
 -- For due queues the age is the lateness of the most overdue item (now - due time).
 -- @block delete
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table}{open_where} ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
+       coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table}{open_where} ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
        '' AS note
 -- @block status
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values){open_and}
+       coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values){open_and}
                                              ORDER BY {status}, {key} LIMIT 1)), 0)::float8 AS value,
        '' AS note
 -- @block delete_heap
@@ -15,34 +15,34 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
 -- found by its enqueue time, through an index that leads with it. fifo and lifo read the lowest key:
 -- in both, the lowest key is the oldest item (a LIFO consumer takes the highest, the oldest waits).
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table}{open_where} ORDER BY {enqueued_at} LIMIT 1)), 0)::float8
+       coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table}{open_where} ORDER BY {enqueued_at} LIMIT 1)), 0)::float8
            AS value,
        'heap: by enqueue time' AS note
 -- @block status_heap
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values){open_and}
+       coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values){open_and}
                                              ORDER BY {enqueued_at} LIMIT 1)), 0)::float8 AS value,
        'heap: by enqueue time' AS note
 -- @block lease
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {lease} IS NULL{open_and}
+       coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table} WHERE {lease} IS NULL{open_and}
                                              ORDER BY {enqueued_at}, {key} LIMIT 1)), 0)::float8 AS value,
        '' AS note
 -- @block lease_side
 -- The enqueue time lives in the queue's times_from side table: the oldest free item is the
 -- lowest key, so the side table is read once for that item instead of once per free item.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT {enqueued_at} FROM {table} WHERE {lease} IS NULL{open_and}
+       coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table} WHERE {lease} IS NULL{open_and}
                                              ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
        'enqueue time from the side table, oldest by key' AS note
 -- @block due
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       greatest(coalesce(extract(epoch FROM now() - (SELECT {due} FROM {table} WHERE {due} <= now(){open_and}
+       greatest(coalesce(extract(epoch FROM {clock} - (SELECT {due} FROM {table} WHERE {due} <= {clock}{open_and}
                                                       ORDER BY {due} LIMIT 1)), 0), 0)::float8 AS value,
        '' AS note
 -- @block ring
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (SELECT r.{enqueued_at} FROM {table} AS r, {seq_table} AS s
+       coalesce(extract(epoch FROM {clock} - (SELECT r.{enqueued_at} FROM {table} AS r, {seq_table} AS s
                                              WHERE r.{key} = (s.{pop} % {capacity}) AND r.{refcount} > 0
                                                AND s.{push} > s.{pop})), 0)::float8 AS value,
        '' AS note
@@ -52,7 +52,7 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
 -- (an index on (enqueued_at, key), partial on the free items, serves it) and takes the first one
 -- not at max_attempts, so exhausted items never make the age grow for ever.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (
+       coalesce(extract(epoch FROM {clock} - (
            SELECT min(l.enq) FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted FROM {table}
                                    WHERE {free}{open_and} ORDER BY {enqueued_at}, {key} LIMIT :cap) AS l
            WHERE NOT l.exhausted)), 0)::float8 AS value,
@@ -64,9 +64,9 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
 -- :cap items for each of the two ready ranges (runnable_at passed, runnable_at NULL); a scheduled
 -- item is never read.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       greatest(coalesce(extract(epoch FROM now() - least(
+       greatest(coalesce(extract(epoch FROM {clock} - least(
            (SELECT min(greatest(l.enq, l.run)) FROM (SELECT {enqueued_at} AS enq, {runnable} AS run, {exhausted} AS exhausted
-                                                     FROM {table} WHERE {free} AND {runnable} <= now(){open_and}
+                                                     FROM {table} WHERE {free} AND {runnable} <= {clock}{open_and}
                                                      ORDER BY {runnable} LIMIT :cap) AS l
             WHERE NOT l.exhausted),
            (SELECT min(l.enq) FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted
@@ -78,7 +78,7 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
 -- A status queue with max_attempts (issue 31): the oldest ready item below it, of at most :cap
 -- ready items read through (status, key).
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM now() - (
+       coalesce(extract(epoch FROM {clock} - (
            SELECT min(l.enq) FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted FROM {table}
                                    WHERE {status} IN (:ready_values){open_and} ORDER BY {status}, {key} LIMIT :cap) AS l
            WHERE NOT l.exhausted)), 0)::float8 AS value,
@@ -88,9 +88,9 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
 -- (status, runnable_at) order through an index on those columns (see depth.sql), at most :cap
 -- items for each ready range; a scheduled item is never read.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       greatest(coalesce(extract(epoch FROM now() - least(
+       greatest(coalesce(extract(epoch FROM {clock} - least(
            (SELECT min(greatest(l.enq, l.run)) FROM (SELECT {enqueued_at} AS enq, {runnable} AS run, {exhausted} AS exhausted
-                                                     FROM {table} WHERE {status} IN (:ready_values) AND {runnable} <= now(){open_and}
+                                                     FROM {table} WHERE {status} IN (:ready_values) AND {runnable} <= {clock}{open_and}
                                                      ORDER BY {status}, {runnable} LIMIT :cap) AS l
             WHERE NOT l.exhausted),
            (SELECT min(l.enq) FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted
@@ -101,7 +101,7 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
 -- @block due_follow
 -- A due queue with max_attempts (issue 33): the oldest due item below it.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       greatest(coalesce(extract(epoch FROM now() - (SELECT {due} FROM {table}
-                                                      WHERE {due} <= now() AND NOT {exhausted}{open_and}
+       greatest(coalesce(extract(epoch FROM {clock} - (SELECT {due} FROM {table}
+                                                      WHERE {due} <= {clock} AND NOT {exhausted}{open_and}
                                                       ORDER BY {due} LIMIT 1)), 0), 0)::float8 AS value,
        'oldest due item below max_attempts' AS note

@@ -40,7 +40,7 @@ SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT count(*) FILTER (WHERE l.lease < now() - make_interval(secs => :lease_timeout_s))
+                (SELECT count(*) FILTER (WHERE l.lease < {clock} - make_interval(secs => :lease_timeout_s))
                  FROM (SELECT {lease} AS lease FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL{open_and}
                        ORDER BY {lease} LIMIT :cap) AS l) END AS n,
            CASE WHEN ix.indexed OR ix.small THEN
@@ -53,7 +53,7 @@ CROSS JOIN LATERAL (VALUES
           WHEN s.n >= :cap THEN 'at least (cap reached)'
           WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no lease index)' END),
     ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
-                                THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,
+                                THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
      CASE WHEN s.oldest IS NULL THEN 'no leased item (failed items excluded)' ELSE 'exact' END),
     ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
      CASE WHEN ix.indexed THEN ''
@@ -66,7 +66,7 @@ SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT count(*) FILTER (WHERE l.lease < now() - make_interval(secs => :lease_timeout_s))
+                (SELECT count(*) FILTER (WHERE l.lease < {clock} - make_interval(secs => :lease_timeout_s))
                  FROM (SELECT {lease} AS lease FROM {table} WHERE {lease} IS NOT NULL{open_and}
                        ORDER BY {lease} LIMIT :cap) AS l) END AS n,
            CASE WHEN ix.indexed OR ix.small THEN
@@ -79,7 +79,7 @@ CROSS JOIN LATERAL (VALUES
           WHEN s.n >= :cap THEN 'at least (cap reached)'
           WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no lease index)' END),
     ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
-                                THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,
+                                THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
      CASE WHEN s.oldest IS NULL THEN 'no leased item' ELSE 'exact' END),
     ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
      CASE WHEN ix.indexed THEN ''
@@ -98,7 +98,7 @@ CROSS JOIN LATERAL (
     SELECT sum(x.n) AS n, min(x.oldest) AS oldest, max(x.seen) AS seen
     FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
     CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE p.changed < now() - make_interval(secs => :lease_timeout_s)) AS n,
+        SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s)) AS n,
                min(p.changed) AS oldest, count(*) AS seen
         FROM (SELECT {status_changed_at} AS changed FROM {table} WHERE {status} = u.s{open_and}
               ORDER BY {status}, {key} LIMIT :cap) AS p) AS x
@@ -110,7 +110,7 @@ CROSS JOIN LATERAL (VALUES
           WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
           WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no status index)' END),
     ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
-                                THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,
+                                THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
      CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
     ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
      CASE WHEN ix.indexed THEN ''
@@ -127,7 +127,7 @@ SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT count(*) FILTER (WHERE l.lease < now() - make_interval(secs => :lease_timeout_s))
+                (SELECT count(*) FILTER (WHERE l.lease < {clock} - make_interval(secs => :lease_timeout_s))
                  FROM (SELECT {lease} AS lease FROM {table}
                        WHERE {lease} IS NOT NULL AND NOT {failed} AND NOT {exhausted}{open_and}
                        ORDER BY {lease} LIMIT :cap) AS l) END AS n,
@@ -142,7 +142,7 @@ CROSS JOIN LATERAL (VALUES
           WHEN s.n >= :cap THEN 'at least (cap reached)'
           WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no lease index)' END),
     ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
-                                THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,
+                                THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
      CASE WHEN s.oldest IS NULL THEN 'no leased item (failed and exhausted items excluded)' ELSE 'exact' END),
     ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
      CASE WHEN ix.indexed THEN ''
@@ -160,7 +160,7 @@ FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
                 (SELECT count(*) FROM (SELECT 1 FROM {table}
-                                       WHERE {lease} > now() + make_interval(secs => :lease_timeout_s)
+                                       WHERE {lease} > {clock} + make_interval(secs => :lease_timeout_s)
                                          AND NOT {failed} AND NOT {exhausted}{open_and}
                                        ORDER BY {lease} DESC LIMIT :cap) AS l) END AS n
     OFFSET 0
@@ -186,7 +186,7 @@ CROSS JOIN LATERAL (
     SELECT sum(x.n) AS n, min(x.oldest) AS oldest, max(x.seen) AS seen
     FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
     CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE p.changed < now() - make_interval(secs => :lease_timeout_s) AND NOT p.exhausted) AS n,
+        SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s) AND NOT p.exhausted) AS n,
                min(p.changed) AS oldest, count(*) AS seen
         FROM (SELECT {status_changed_at} AS changed, {exhausted} AS exhausted FROM {table} WHERE {status} = u.s{open_and}
               ORDER BY {status}, {key} LIMIT :cap) AS p) AS x
@@ -198,7 +198,7 @@ CROSS JOIN LATERAL (VALUES
           WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
           WHEN ix.indexed THEN 'exact (items at max_attempts excluded)' ELSE 'exact (small table, no status index)' END),
     ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
-                                THEN coalesce(extract(epoch FROM now() - s.oldest), 0) END::float8,
+                                THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
      CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
     ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
      CASE WHEN ix.indexed THEN ''

@@ -10,7 +10,7 @@ SELECT count(*) AS n FROM (
     SELECT 1 FROM {table} WHERE {lease} < :cutoff{open_and} LIMIT :limit_n) AS s
 -- @block sample_lease
 SELECT {key} AS item, {lease} AS observed,
-       round(extract(epoch FROM (now() - {lease}))::numeric, 1)::float8 AS lease_age_s
+       round(extract(epoch FROM ({clock} - {lease}))::numeric, 1)::float8 AS lease_age_s
 FROM {table} WHERE {lease} < :cutoff{open_and}
 ORDER BY {lease}, {key} LIMIT :sample_n
 -- @block batch_lease
@@ -41,7 +41,7 @@ SELECT count(*) AS n FROM (
     SELECT 1 FROM {table} WHERE {lease} < :cutoff AND {error} IS NULL{open_and} LIMIT :limit_n) AS s
 -- @block sample_lease_unfailed
 SELECT {key} AS item, {lease} AS observed,
-       round(extract(epoch FROM (now() - {lease}))::numeric, 1)::float8 AS lease_age_s
+       round(extract(epoch FROM ({clock} - {lease}))::numeric, 1)::float8 AS lease_age_s
 FROM {table} WHERE {lease} < :cutoff AND {error} IS NULL{open_and}
 ORDER BY {lease}, {key} LIMIT :sample_n
 -- @block batch_lease_unfailed
@@ -70,7 +70,7 @@ SELECT count(*) AS n FROM (
     WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and} LIMIT :limit_n) AS s
 -- @block sample_status
 SELECT {key} AS item, {status} AS status, {status_changed_at} AS observed,
-       round(extract(epoch FROM (now() - {status_changed_at}))::numeric, 1)::float8 AS lease_age_s
+       round(extract(epoch FROM ({clock} - {status_changed_at}))::numeric, 1)::float8 AS lease_age_s
 FROM {table}
 WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and}
 ORDER BY {status_changed_at}, {key} LIMIT :sample_n
@@ -80,7 +80,7 @@ WITH picked AS (
     WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and}
     ORDER BY {status_changed_at}, {key} LIMIT :batch_n
     FOR UPDATE SKIP LOCKED)
-UPDATE {table} AS t SET {status} = :ready_value, {status_changed_at} = now()
+UPDATE {table} AS t SET {status} = :ready_value, {status_changed_at} = {clock}
 FROM picked
 WHERE t.{key} = picked.item AND t.{status_changed_at} = picked.observed
   AND t.{status} IN (:processing_values)
@@ -91,7 +91,7 @@ WITH picked AS (
     WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff{open_and}
     ORDER BY {status_changed_at}, {key} LIMIT :batch_n
     FOR UPDATE SKIP LOCKED)
-UPDATE {table} AS t SET {status} = :ready_value, {status_changed_at} = now(), {attempts} = t.{attempts} + 1
+UPDATE {table} AS t SET {status} = :ready_value, {status_changed_at} = {clock}, {attempts} = t.{attempts} + 1
 FROM picked
 WHERE t.{key} = picked.item AND t.{status_changed_at} = picked.observed
   AND t.{status} IN (:processing_values)
@@ -108,7 +108,7 @@ SELECT count(*) AS n FROM (
     SELECT 1 FROM {table} WHERE {lease} < :cutoff AND NOT {failed} AND {live}{open_and} LIMIT :limit_n) AS s
 -- @block sample_lease_follow
 SELECT {key} AS item, {lease} AS observed,
-       round(extract(epoch FROM (now() - {lease}))::numeric, 1)::float8 AS lease_age_s
+       round(extract(epoch FROM ({clock} - {lease}))::numeric, 1)::float8 AS lease_age_s
 FROM {table} WHERE {lease} < :cutoff AND NOT {failed} AND {live}{open_and}
 ORDER BY {lease}, {key} LIMIT :sample_n
 -- @block batch_lease_follow
@@ -130,7 +130,7 @@ SELECT count(*) AS n FROM (
     SELECT 1 FROM {table} WHERE {lease} > :cutoff AND NOT {failed} AND {live}{open_and} LIMIT :limit_n) AS s
 -- @block sample_lease_follow_past
 SELECT {key} AS item, {lease} AS observed,
-       round(extract(epoch FROM ({lease} - now()))::numeric, 1)::float8 AS lock_ahead_s
+       round(extract(epoch FROM ({lease} - {clock}))::numeric, 1)::float8 AS lock_ahead_s
 FROM {table} WHERE {lease} > :cutoff AND NOT {failed} AND {live}{open_and}
 ORDER BY {lease} DESC, {key} LIMIT :sample_n
 -- @block batch_lease_follow_past
@@ -152,7 +152,7 @@ SELECT count(*) AS n FROM (
     WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff AND {live}{open_and} LIMIT :limit_n) AS s
 -- @block sample_status_follow
 SELECT {key} AS item, {status} AS status, {status_changed_at} AS observed,
-       round(extract(epoch FROM (now() - {status_changed_at}))::numeric, 1)::float8 AS lease_age_s
+       round(extract(epoch FROM ({clock} - {status_changed_at}))::numeric, 1)::float8 AS lease_age_s
 FROM {table}
 WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff AND {live}{open_and}
 ORDER BY {status_changed_at}, {key} LIMIT :sample_n
@@ -162,7 +162,7 @@ WITH picked AS (
     WHERE {status} IN (:processing_values) AND {status_changed_at} < :cutoff AND {live}{open_and}
     ORDER BY {status_changed_at}, {key} LIMIT :batch_n
     FOR UPDATE SKIP LOCKED)
-UPDATE {table} AS t SET {status} = :ready_value, {status_changed_at} = now(){owner_set}{bump_set}
+UPDATE {table} AS t SET {status} = :ready_value, {status_changed_at} = {clock}{owner_set}{bump_set}
 FROM picked
 WHERE t.{key} = picked.item AND t.{status_changed_at} = picked.observed
   AND t.{status} IN (:processing_values)

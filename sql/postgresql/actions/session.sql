@@ -19,4 +19,6 @@ SELECT set_config('statement_timeout', :statement_timeout, false) AS statement_t
 -- @block clock
 -- The database's clock decides what is "older than": the preview fixes this cutoff and the
 -- execution reuses it, so both select exactly the same rows when nothing changes in between.
-SELECT now() - make_interval(secs => :age_s) AS cutoff, now() AS db_now
+-- {clock} is the queue's (queueops.fragments.clock): for naive UTC columns the UTC wall clock, so
+-- the cutoff is a naive UTC timestamp, bound and compared in the column's own type (issue 29).
+SELECT {clock} - make_interval(secs => :age_s) AS cutoff, {clock} AS db_now

@@ -1,0 +1,238 @@
+"""Issue 29: naive UTC times read in any server time zone.
+
+Oban, GoodJob and Solid Queue write ``timestamp without time zone`` columns in UTC. Compared with
+``now()`` PostgreSQL reads such a value in the session's TimeZone, so under Asia/Tokyo every job
+looked 9 h older (Oban: live jobs stuck, and in the requeue preview) and under America/New_York 5 h
+younger (GoodJob depth 0, negative ages). Their presets say ``naive_times = "utc"`` and every
+statement compares with the UTC wall clock instead. Here each preset's table (tests/presets/shapes.py)
+is filled as its library writes it, then collected and previewed by sessions whose TimeZone is UTC,
+Asia/Tokyo and America/New_York (the connection's ``options=-c TimeZone=...``): the figures are the
+same in the three and equal the ground truth computed by SQL in a UTC session; a job with a fresh
+attempt is never in a requeue preview. A hand-rolled naive table written with a local ``now()``
+keeps today's reading (the default: the session's zone) and stays right.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from collectors import runner
+from queueops import actions, coltypes, config, fragments
+from tests.conftest import Lab
+from tests.presets.shapes import SHAPES
+
+ZONES = ("UTC", "Asia/Tokyo", "America/New_York")
+AGE_SLACK_S = 30.0  # the zones are read a few seconds apart
+
+# Rows as each library writes them: every time is timezone('UTC', now()) ({u}: Oban's default, Rails').
+UTC = "timezone('UTC', now())"
+SEED = {
+    # 5 available (inserted 10 min ago), 3 scheduled in an hour, 4 executing with a fresh attempt
+    # (1 min), 2 executing for 2 h (past lease_timeout_s 4200: abandoned).
+    "oban": """
+INSERT INTO {s}.oban_jobs (state, worker, attempt, inserted_at, scheduled_at, attempted_at)
+SELECT x.state::{s}.oban_job_state, x.worker, x.attempt, x.ins, x.sch, x.att FROM (
+SELECT 'available' AS state, 'W' AS worker, 0 AS attempt, {u} - interval '10 min' AS ins,
+       {u} - interval '10 min' AS sch, NULL::timestamp AS att FROM generate_series(1, 5)
+UNION ALL SELECT 'scheduled', 'W', 0, {u}, {u} + interval '1 hour', NULL FROM generate_series(1, 3)
+UNION ALL SELECT 'executing', 'W', 1, {u} - interval '20 min', {u} - interval '20 min', {u} - interval '1 min'
+          FROM generate_series(1, 4)
+UNION ALL SELECT 'executing', 'W', 1, {u} - interval '3 hours', {u} - interval '3 hours', {u} - interval '2 hours'
+          FROM generate_series(1, 2)) AS x""",
+    # 5 waiting since 2 min (created 5 min ago), 3 scheduled in an hour, 4 running (locked), 2 finished.
+    "good_job": """
+INSERT INTO {s}.good_jobs (job_class, created_at, updated_at, scheduled_at, finished_at, locked_by_id, locked_at)
+SELECT 'A', {u} - interval '5 min', {u}, {u} - interval '2 min', NULL::timestamp, NULL::uuid, NULL::timestamp FROM generate_series(1, 5)
+UNION ALL SELECT 'B', {u}, {u}, {u} + interval '1 hour', NULL, NULL, NULL FROM generate_series(1, 3)
+UNION ALL SELECT 'C', {u} - interval '1 hour', {u}, {u} - interval '1 hour', NULL, gen_random_uuid(),
+                 {u} - interval '1 min' FROM generate_series(1, 4)
+UNION ALL SELECT 'D', {u} - interval '1 hour', {u}, {u} - interval '1 hour', {u}, NULL, NULL
+          FROM generate_series(1, 2)""",
+    # 4 ready executions created 3 min ago.
+    "solid_queue": """
+INSERT INTO {s}.solid_queue_ready_executions (job_id, queue_name, created_at)
+SELECT g, 'default', {u} - interval '3 min' FROM generate_series(1, 4) AS g""",
+}
+
+# Ground truth, each library's own definition, computed in a UTC session (where a naive UTC value
+# compared with now() is read right).
+TRUTH = {
+    "oban": """
+SELECT count(*) FILTER (WHERE state = 'available' AND attempt < max_attempts) AS depth,
+       extract(epoch FROM now() - min(inserted_at) FILTER (WHERE state = 'available'))::float8 AS oldest_age_s,
+       count(*) FILTER (WHERE state = 'executing' AND attempt < max_attempts
+                          AND attempted_at < now() - interval '4200 s') AS stuck_leases,
+       extract(epoch FROM now() - min(attempted_at) FILTER (WHERE state = 'executing'))::float8 AS oldest_lease_age_s
+FROM {s}.oban_jobs""",
+    "good_job": """
+SELECT count(*) FILTER (WHERE scheduled_at <= now()) AS depth,
+       count(*) FILTER (WHERE scheduled_at > now()) AS count_not_due, count(*) AS rows_total,
+       extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE scheduled_at <= now()))::float8 AS oldest_age_s
+FROM {s}.good_jobs WHERE finished_at IS NULL AND locked_by_id IS NULL""",
+    "solid_queue": """
+SELECT count(*) AS depth, extract(epoch FROM now() - min(created_at))::float8 AS oldest_age_s
+FROM {s}.solid_queue_ready_executions""",
+}
+AGES = ("oldest_age_s", "oldest_lease_age_s")
+
+
+@pytest.fixture()
+def schema(lab: Lab) -> Iterator[str]:
+    name = f"naive_{uuid.uuid4().hex[:8]}"
+    with lab.connect() as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    yield name
+    with lab.connect() as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def _zone_url(lab: Lab, zone: str) -> str:
+    """The lab's URL for a session whose TimeZone is ``zone`` (libpq options)."""
+    return f"{lab.url}?options={quote(f'-c TimeZone={zone}', safe='')}"
+
+
+def _config(lab: Lab, zone: str, queues: list[dict[str, Any]]) -> config.Config:
+    secret = str(Path(lab.server.password_file).resolve())
+    return config.parse({"targets": [{"name": "lab", "dialect": "postgresql", "url": _zone_url(lab, zone),
+                                      "password": f"file:{secret}"}],
+                         "queues": [{"target": "lab", **q} for q in queues]})
+
+
+def _collect(cfg: config.Config, queue: str) -> dict[str, float | None]:
+    result = runner.run_collectors(cfg, cfg.targets[0])
+    errors = [s.error for s in result.status if not s.ok]
+    assert not errors, errors
+    return {r.metric: r.value for r in result.rows if r.queue == queue}
+
+
+def _session_zone(lab: Lab, zone: str) -> str:
+    with psycopg.connect(_zone_url(lab, zone), password=lab.password) as conn:
+        return str(conn.execute("SHOW TimeZone").fetchone()[0])
+
+
+@pytest.mark.parametrize("preset", sorted(SEED))
+def test_naive_utc_preset_same_figures_in_every_server_time_zone(lab: Lab, schema: str, preset: str) -> None:
+    s = f'"{schema}"'
+    with lab.connect() as conn:
+        conn.execute(SHAPES[preset].format(s=s))
+        conn.execute(SEED[preset].format(s=s, u=UTC))
+        conn.execute("SET TimeZone = 'UTC'")
+        cur = conn.execute(TRUTH[preset].format(s=s))
+        truth = dict(zip([d.name for d in cur.description or []], cur.fetchone() or (), strict=True))
+    queue = {"name": preset, "preset": preset, "schema": schema}
+    seen: dict[str, dict[str, float | None]] = {}
+    for zone in ZONES:
+        assert _session_zone(lab, zone) == zone
+        rows = _collect(_config(lab, zone, [queue]), preset)
+        seen[zone] = {m: rows.get(m) for m in truth}
+        for metric, want in truth.items():
+            got = rows.get(metric)
+            assert got is not None, (zone, metric, rows)
+            if metric in AGES:
+                assert abs(got - float(want)) <= AGE_SLACK_S, (zone, metric, got, want, seen)
+            else:
+                assert got == want, (zone, metric, got, want, seen)
+        if preset == "oban":
+            # The requeue preview (cutoff from the database clock, as the column holds it): the two
+            # abandoned jobs only, never one with a fresh attempt, in every zone.
+            plan = actions.plan(_config(lab, zone, [queue]), "requeue", preset, {})
+            with lab.connect() as conn:
+                stale = {r[0] for r in conn.execute(sql.SQL(
+                    "SELECT id FROM {}.oban_jobs WHERE state = 'executing' AND attempted_at < "
+                    "timezone('UTC', now()) - interval '4200 s'").format(sql.Identifier(schema)))}
+            assert plan.preview.row_count == 2, (zone, plan.preview.summary)
+            assert {r["item"] for r in plan.preview.rows} == stale, (zone, plan.preview.rows)
+            assert all(7200 - AGE_SLACK_S <= r["lease_age_s"] <= 7200 + AGE_SLACK_S for r in plan.preview.rows), \
+                (zone, plan.preview.rows)
+    print(f"\nNAIVE {preset}: truth {truth}; " + "; ".join(f"{z}: {v}" for z, v in seen.items()))
+
+
+HAND_ROLLED = """
+CREATE TABLE {s}.jobs (id bigserial PRIMARY KEY, payload text, enqueued_at timestamp NOT NULL DEFAULT now(),
+                       leased_at timestamp);
+CREATE INDEX ON {s}.jobs (leased_at) WHERE leased_at IS NOT NULL;
+CREATE INDEX ON {s}.jobs (enqueued_at, id) WHERE leased_at IS NULL;
+INSERT INTO {s}.jobs (enqueued_at, leased_at)
+SELECT now() - interval '10 min', NULL FROM generate_series(1, 3)
+UNION ALL SELECT now() - interval '5 min', now() - interval '1 min' FROM generate_series(1, 2)
+UNION ALL SELECT now() - interval '2 hours', now() - interval '1 hour' FROM generate_series(1, 2)
+"""
+
+
+def test_hand_rolled_local_naive_table_keeps_the_session_zone_by_default(lab: Lab, schema: str) -> None:
+    """A table written with a local now() (no naive_times: the server's zone, today's reading): written
+    and read under America/New_York, its figures are those of the rows, and the requeue preview holds
+    the stale leases only."""
+    zone = "America/New_York"
+    with psycopg.connect(_zone_url(lab, zone), password=lab.password, autocommit=True) as conn:
+        conn.execute(HAND_ROLLED.format(s=f'"{schema}"'))
+    queue = {"name": "jobs", "kind": "lease", "schema": schema, "table": "jobs", "key": "id",
+             "enqueued_at": "enqueued_at", "lease_column": "leased_at", "lease_timeout_s": 300}
+    cfg = _config(lab, zone, [queue])
+    assert cfg.queues[0].naive_times is None
+    rows = _collect(cfg, "jobs")
+    assert rows["depth"] == 3 and rows["stuck_leases"] == 2, rows
+    assert abs(rows["oldest_age_s"] - 600) <= AGE_SLACK_S, rows
+    assert abs(rows["oldest_lease_age_s"] - 3600) <= AGE_SLACK_S, rows
+    plan = actions.plan(cfg, "requeue", "jobs", {})
+    assert plan.preview.row_count == 2, plan.preview.summary
+
+
+def _queue(**kw: Any) -> config.Queue:
+    return config.Queue.model_validate({"name": "q", "target": "t", "kind": "lease", "table": "jobs", "key": "id",
+                                        "lease_column": "leased_at", **kw})
+
+
+def test_clock_fragment_converts_the_clock_never_the_column() -> None:
+    assert fragments.clock(_queue(), "postgresql") == "now()"
+    assert fragments.clock(_queue(naive_times="server"), "postgresql") == "now()"
+    utc = _queue(naive_times="utc", runnable_at="run_at", lease_ready="past")
+    f = fragments.fragments_for(utc, "postgresql")
+    assert f["clock"] == "(now() AT TIME ZONE 'UTC')"
+    assert f["free"] == "(\"leased_at\" IS NULL OR \"leased_at\" <= (now() AT TIME ZONE 'UTC'))"
+    assert fragments.clock(utc, "mssql") == "SYSUTCDATETIME()"
+
+
+def test_naive_times_server_is_refused_on_sql_server() -> None:
+    raw = {"targets": [{"name": "t", "dialect": "mssql", "url": "mssql+pyodbc://u@h/db"}],
+           "queues": [{"name": "q", "target": "t", "kind": "lease", "table": "jobs", "key": "id",
+                       "lease_column": "leased_at", "naive_times": "server"}]}
+    with pytest.raises(config.ConfigError, match="naive_times.*SYSUTCDATETIME"):
+        config.parse(raw)
+
+
+def test_naive_times_utc_on_a_timestamptz_column_is_a_mapping_error() -> None:
+    q = _queue(naive_times="utc")
+    table = coltypes.qualified(None, "jobs", "postgresql")
+    types = {(table, "leased_at"): coltypes.ColumnType(table, "leased_at", "pg_catalog", "timestamptz",
+                                                       "timestamp with time zone", "timestamp")}
+    found = [p for p in coltypes.problems(q, types, "postgresql") if p.field == "lease_column"]
+    assert found and "naive_times" in found[0].fix
+    assert not [p for p in coltypes.problems(_queue(), types, "postgresql") if p.field == "lease_column"]
+
+
+def test_good_job_depth_estimate_above_the_cap_reads_the_histogram_in_utc(lab: Lab, schema: str) -> None:
+    """Above the count cap GoodJob's depth is the share of scheduled_at's histogram bounds that are due:
+    those naive UTC bounds are compared with the UTC wall clock too (before: read in the session's zone,
+    Asia/Tokyo counted the jobs an hour ahead as due)."""
+    s = f'"{schema}"'
+    n = 3 * runner.COUNT_CAP // 2
+    with lab.connect() as conn:
+        conn.execute(SHAPES["good_job"].format(s=s))
+        conn.execute(f"INSERT INTO {s}.good_jobs (job_class, scheduled_at) "  # noqa: S608 - the test's own schema
+                     f"SELECT 'A', timezone('UTC', now()) + CASE WHEN g % 2 = 0 THEN interval '-2 min' "
+                     f"ELSE interval '1 hour' END + g * CASE WHEN g % 2 = 0 THEN interval '-1 s' ELSE interval '1 s' END "
+                     f"FROM generate_series(1, {2 * n}) AS g")
+        conn.execute(f"ANALYZE {s}.good_jobs")
+    queue = {"name": "good_job", "preset": "good_job", "schema": schema}
+    for zone in ZONES:
+        rows = _collect(_config(lab, zone, [queue]), "good_job")
+        assert abs(rows["depth"] - n) <= 0.1 * n, (zone, rows)
