@@ -28,24 +28,10 @@ from typing import Any
 
 from queueops import coltypes, engine, indexadvice, presets, privileges, readiness, secrets, sqlfiles
 from queueops.config import Config, Queue, Target
+from queueops.finding import Finding
 
 # The frequent (fast) statements that read the queue table itself.
 SEEK_CHECKED = ("depth", "oldest_age_s", "stuck_leases", "watermark_drift")
-
-
-@dataclass(frozen=True)
-class Finding:
-    severity: str  # error | warning
-    queue: str | None
-    field: str
-    value: str
-    reason: str
-    fix: str = ""
-
-    def line(self, source: str) -> str:
-        where = f"queue {self.queue!r}: " if self.queue else ""
-        fix = f"; fix: {self.fix}" if self.fix else ""
-        return f"{source}: {self.severity}: {where}{self.field} = {self.value!r}: {self.reason}{fix}"
 
 
 @dataclass
@@ -211,7 +197,7 @@ def _pg_privileges(cfg: Config, target: Target, conn: engine.Connection, queues:
     """Both logins' privileges (findings and a details line); returns the queues whose tables the
     collector login cannot read (their other checks are skipped: every statement would fail)."""
     collector = privileges.read(conn, queues)
-    report.findings += [_missing(m) for m in privileges.collector_missing(collector, queues)]
+    report.findings += privileges.collector_missing(collector, queues)
     separate = bool(target.actions_url or target.actions_password)
     action: privileges.Login | None = collector
     if separate:
@@ -228,7 +214,7 @@ def _pg_privileges(cfg: Config, target: Target, conn: engine.Connection, queues:
             finally:
                 aconn.close()
     if action is not None:
-        report.findings += [_missing(m) for m in privileges.action_missing(action, queues, separate=separate)]
+        report.findings += privileges.action_missing(action, queues, separate=separate)
     acting = "the same login" if not separate else _who(action) if action is not None else "cannot connect"
     report.details.append(f"  target {target.name!r}: collector login {_who(collector)}, action login {acting}")
     return {q.name for q in queues if privileges.collector_blocked(collector, q)}
@@ -236,10 +222,6 @@ def _pg_privileges(cfg: Config, target: Target, conn: engine.Connection, queues:
 
 def _who(login: privileges.Login) -> str:
     return f"{login.name!r}" + (" (a superuser: every grant is implied, and it can write)" if login.superuser else "")
-
-
-def _missing(m: privileges.Missing) -> Finding:
-    return Finding(m.severity, m.queue, m.field, m.value, m.reason, m.fix)
 
 
 def _pg_seeks(conn: engine.Connection, target: Target, q: Queue,
@@ -320,12 +302,11 @@ def _mssql_server(cfg: Config, target: Target, conn: engine.Connection, queues: 
             table = coltypes.qualified(q.schema_, q.table, "mssql")
             rights = c.execute(sqlf.render("table", {}, {"qualified_table": table}))[0]
             checks += mssqlcheck.table_checks(q, rights, server, action=action, table=table)
-        report.findings.extend(Finding(k.severity, k.queue, k.field, k.value, k.reason, k.fix) for k in checks)
+        report.findings.extend(checks)
         return server
 
     server = read(conn, False)
-    report.findings.extend(Finding(k.severity, k.queue, k.field, k.value, k.reason, k.fix)
-                           for k in mssqlcheck.version_checks(server))
+    report.findings.extend(mssqlcheck.version_checks(server))
     if target.actions_url or target.actions_password:
         try:
             aconn = engine.connect(target, "action", cfg.base_dir, application="queueops-check-action")
@@ -347,8 +328,7 @@ def _mssql_server(cfg: Config, target: Target, conn: engine.Connection, queues: 
             table = coltypes.qualified(q.schema_, q.table, "mssql")
             rights = conn.execute(sqlf.render("table", {}, {"qualified_table": table}))[0]
             checks += mssqlcheck.table_checks(q, rights, server, action=True, table=table)
-        report.findings.extend(Finding(k.severity, k.queue, k.field, k.value, k.reason, k.fix) for k in checks
-                               if k.fix not in told)
+        report.findings.extend(k for k in checks if k.fix not in told)
     return server
 
 

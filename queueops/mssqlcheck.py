@@ -16,26 +16,16 @@ collectors fail outright.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from queueops.config import Queue
+from queueops.finding import Finding
 from queueops.identifiers import quote_ident
 
 MIN_MAJOR = 13  # SQL Server 2016: DATEDIFF_BIG, STRING_ESCAPE, FOR JSON
 EDITIONS = {1: "Personal / Desktop", 2: "Standard", 3: "Enterprise / Developer / Evaluation", 4: "Express",
             5: "Azure SQL Database", 6: "Azure Synapse", 8: "Azure SQL Managed Instance", 9: "Azure SQL Edge"}
 AZURE_DB = 5
-
-
-@dataclass(frozen=True)
-class Check:
-    severity: str  # error | warning
-    queue: str | None
-    field: str
-    value: str
-    reason: str
-    fix: str = ""
 
 
 def platform(server: Mapping[str, Any]) -> str:
@@ -60,11 +50,11 @@ def describe(target: str, server: Mapping[str, Any], who: str) -> str:
             f"operations {'yes' if online_index(server) else 'no: CREATE INDEX and rebuilds are offline'}")
 
 
-def version_checks(server: Mapping[str, Any]) -> list[Check]:
+def version_checks(server: Mapping[str, Any]) -> list[Finding]:
     major = server.get("major_version")
     if server.get("engine_edition") in (5, 8) or major is None or int(major) >= MIN_MAJOR:
         return []
-    return [Check("error", None, "server version", str(server.get("product_version")),
+    return [Finding("error", None, "server version", str(server.get("product_version")),
                   f"SQL Server 2016 (13.x) is the minimum: the collectors use DATEDIFF_BIG, STRING_ESCAPE and "
                   f"FOR JSON, which this server (major version {major}) does not have: every fast collector fails",
                   "upgrade the server, or do not monitor it with queueops")]
@@ -84,11 +74,11 @@ def _grant(perm: str, server: Mapping[str, Any], principal: str) -> str:
     return f"GRANT {perm} TO {user}"
 
 
-def server_checks(server: Mapping[str, Any], *, action: bool) -> list[Check]:
+def server_checks(server: Mapping[str, Any], *, action: bool) -> list[Finding]:
     """The missing server and database permissions of one login (``action``: the action login)."""
     who = "action" if action else "collector"
     login = str(server.get("login_name") or "")
-    out: list[Check] = []
+    out: list[Finding] = []
     azure_db = server.get("engine_edition") == AZURE_DB
     # On Azure SQL Database the DMVs need VIEW DATABASE STATE; elsewhere VIEW SERVER STATE.
     sees_all = server.get("view_database_state") if azure_db else server.get("view_server_state")
@@ -97,11 +87,11 @@ def server_checks(server: Mapping[str, Any], *, action: bool) -> list[Check]:
                 "progress" if action else
                 "blocking_chains, lock_waits' lock_waiters, oldest_snapshot and lock_timeouts see only this "
                 "login's own sessions and report nothing: a silent zero, not an error")
-        out.append(Check("warning" if action else "error", None, f"{who} login", login,
+        out.append(Finding("warning" if action else "error", None, f"{who} login", login,
                          f"lacks VIEW SERVER STATE{' (Azure SQL Database: VIEW DATABASE STATE)' if azure_db else ''}: "
                          + what, _grant("VIEW SERVER STATE", server, login)))
     if not azure_db and server.get("view_database_state") == 0 and not action:
-        out.append(Check("error", None, f"{who} login", login,
+        out.append(Finding("error", None, f"{who} login", login,
                          "lacks VIEW DATABASE STATE: depth (sys.dm_db_partition_stats), ghost_records, "
                          "fragmentation_pct (sys.dm_db_index_physical_stats) and lock_waits' per-table totals "
                          "(sys.dm_db_index_operational_stats) fail on every cycle",
@@ -109,24 +99,24 @@ def server_checks(server: Mapping[str, Any], *, action: bool) -> list[Check]:
     if action:
         kill = server.get("kill_database_connection") if azure_db else server.get("alter_any_connection")
         if kill == 0:
-            out.append(Check("warning", None, "action login", login,
+            out.append(Finding("warning", None, "action login", login,
                              "lacks the right to KILL: act terminate fails",
                              _grant("KILL", server, login)))
         if not azure_db and server.get("view_database_state") == 0:
-            out.append(Check("warning", None, "action login", login,
+            out.append(Finding("warning", None, "action login", login,
                              "lacks VIEW DATABASE STATE: act rebuild cannot read its indexes' fragmentation",
                              _grant("VIEW DATABASE STATE", server, login)))
     return out
 
 
 def table_checks(q: Queue, rights: Mapping[str, Any], server: Mapping[str, Any], *, action: bool,
-                 table: str) -> list[Check]:
+                 table: str) -> list[Finding]:
     """The missing rights of one login on one queue table (NULL rights: no such table, told elsewhere)."""
     login = str(server.get("login_name") or "")
-    out: list[Check] = []
+    out: list[Finding] = []
     if not action:
         if rights.get("can_select") == 0:
-            out.append(Check("error", q.name, "table", q.table,
+            out.append(Finding("error", q.name, "table", q.table,
                              f"the collector login {login!r} lacks SELECT on {table}: every collector of this queue "
                              "fails (depth, oldest_age_s, stuck_leases, ...)", _grant(f"SELECT ON {table}", server, login)))
         return out
@@ -139,7 +129,7 @@ def table_checks(q: Queue, rights: Mapping[str, Any], server: Mapping[str, Any],
     needs = [*needs, ("can_alter", "ALTER", "rebuild (ALTER INDEX)"), ("can_select", "SELECT", "every preview")]
     for key, perm, what in needs:
         if rights.get(key) == 0:
-            out.append(Check("warning", q.name, "table", q.table,
+            out.append(Finding("warning", q.name, "table", q.table,
                              f"the action login {login!r} lacks {perm} on {table}: {what} fails",
                              _grant(f"{perm} ON {table}", server, login)))
     return out

@@ -11,7 +11,7 @@ config needs of it:
   watermark-reset), the owner's rights for rebuild (``MAINTAIN`` on PostgreSQL 17+), and for
   terminate ``pg_signal_backend`` and ``pg_read_all_stats``.
 
-Each missing grant becomes one :class:`Missing` that names what it disables and the exact
+Each missing grant becomes one :class:`~queueops.finding.Finding` that names what it disables and the exact
 statements that grant it, rendered from ``sql/postgresql/roles/grants.sql`` with every name quoted.
 A collector that would fail on every cycle is an error; anything else (an action that cannot run,
 a metric that is an estimate or blind to other logins' sessions) is a warning. docs/security.md
@@ -27,6 +27,7 @@ from typing import Any
 
 from queueops import engine, presets, sqlfiles
 from queueops.config import Queue
+from queueops.finding import Finding
 from queueops.fragments import DEFAULT_SCHEMA
 from queueops.identifiers import quote_ident, quote_table
 
@@ -74,19 +75,6 @@ class Login:
 
     def on(self, schema: str | None, table: str) -> Relation | None:
         return self.relations.get((schema or DEFAULT_SCHEMA[DIALECT], table))
-
-
-@dataclass(frozen=True)
-class Missing:
-    """A missing grant: whose (``collector`` / ``action``), on what, what it disables, how to grant it."""
-
-    login: str
-    severity: str  # error | warning
-    queue: str | None
-    field: str
-    value: str
-    reason: str
-    fix: str
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +214,7 @@ def _table_grants(login: Login, rel: Relation, privileges: Sequence[str], update
     return missing, fixes
 
 
-def collector_missing(login: Login, queues: Sequence[Queue]) -> list[Missing]:
+def collector_missing(login: Login, queues: Sequence[Queue]) -> list[Finding]:
     """What the collector login lacks, per queue and for the target (errors: a collector fails on
     every cycle; warnings: figures that are estimates or blind to other logins' sessions)."""
     out = []
@@ -238,15 +226,15 @@ def collector_missing(login: Login, queues: Sequence[Queue]) -> list[Missing]:
     estimates = ("ghost_records, dead_tuple_pct, fragmentation_pct, page_density_pct and table_bloat_pct are "
                  "estimates from the statistics instead of pgstattuple's page reads")
     if not stats and not scan:
-        out.append(Missing("collector", "warning", None, "collector login", login.name,
+        out.append(Finding("warning", None, "collector login", login.name,
                            f"{who} is not a member of pg_monitor: {blind}; {estimates}",
                            grant("member", login.name, role="pg_monitor")))
     elif not stats:
-        out.append(Missing("collector", "warning", None, "collector login", login.name,
+        out.append(Finding("warning", None, "collector login", login.name,
                            f"{who} is not a member of pg_read_all_stats (pg_monitor): {blind}",
                            grant("member", login.name, role="pg_read_all_stats")))
     elif not scan:
-        out.append(Missing("collector", "warning", None, "collector login", login.name,
+        out.append(Finding("warning", None, "collector login", login.name,
                            f"{who} is not a member of pg_stat_scan_tables (pg_monitor): {estimates}",
                            grant("member", login.name, role="pg_stat_scan_tables")))
     for q in queues:
@@ -256,7 +244,7 @@ def collector_missing(login: Login, queues: Sequence[Queue]) -> list[Missing]:
                 continue  # a missing table is the existence check's finding
             missing, fixes = _table_grants(login, rel, ("select",))
             if missing:
-                out.append(Missing("collector", "error", q.name, fld, table,
+                out.append(Finding("error", q.name, fld, table,
                                    f"{who} lacks {' and '.join(missing)}: {_reading_collectors(q, fld)} fail on "
                                    "every cycle (permission denied)", "; ".join(fixes)))
     return out
@@ -345,7 +333,7 @@ def _rebuild_fix(login: Login, rel: Relation) -> str:
     return grant("member", login.name, role=rel.owner)
 
 
-def action_missing(login: Login, queues: Sequence[Queue], *, separate: bool) -> list[Missing]:
+def action_missing(login: Login, queues: Sequence[Queue], *, separate: bool) -> list[Finding]:
     """What the action login lacks for each action that applies to ``queues`` (warnings: the action
     fails with permission denied). ``separate``: the target has a login of its own for actions."""
     who = f"the action login {login.name!r}" if separate else f"the action login (the collector login {login.name!r})"
@@ -359,11 +347,11 @@ def action_missing(login: Login, queues: Sequence[Queue], *, separate: bool) -> 
                          "matched and every one is refused)")
         terminate_fix.append(grant("member", login.name, role="pg_read_all_stats"))
     if terminate:
-        out.append(Missing("action", "warning", None, "terminate", login.name,
+        out.append(Finding("warning", None, "terminate", login.name,
                            f"{who} is not a member of {' nor of '.join(terminate)}: terminate cannot end a session",
                            "; ".join(terminate_fix)))
     if login.pgstattuple and not login.stat_scan_tables:
-        out.append(Missing("action", "warning", None, "rebuild", login.name,
+        out.append(Finding("warning", None, "rebuild", login.name,
                            f"{who} is not a member of pg_stat_scan_tables: rebuild's preview cannot read index bloat "
                            "(pgstatindex), so it rebuilds only indexes named with --index",
                            grant("member", login.name, role="pg_stat_scan_tables")))
@@ -371,13 +359,13 @@ def action_missing(login: Login, queues: Sequence[Queue], *, separate: bool) -> 
         for need in _action_needs(q):
             missing, fixes = _need_missing(login, need, need.update)
             if missing:
-                out.append(Missing("action", "warning", q.name, need.action, q.table,
+                out.append(Finding("warning", q.name, need.action, q.table,
                                    f"{who} lacks {' and '.join(missing)}: {need.action} fails (permission denied); "
                                    f"it {need.what}", "; ".join(fixes)))
             elif need.optional_update:
                 missing, fixes = _need_missing(login, need, need.optional_update)
                 if missing:
-                    out.append(Missing("action", "warning", q.name, need.action, q.table,
+                    out.append(Finding("warning", q.name, need.action, q.table,
                                        f"{who} lacks {' and '.join(missing)}: {need.optional_what} fails "
                                        "(permission denied)", "; ".join(fixes)))
         rel = login.on(q.schema_, q.table)
@@ -387,7 +375,7 @@ def action_missing(login: Login, queues: Sequence[Queue], *, separate: bool) -> 
             tradeoff = ("" if login.server_version >= MAINTAIN_SINCE else
                         ": membership in the owner's role also lets the login do anything the owner may, DROP "
                         "TABLE included (docs/security.md section 5)")
-            out.append(Missing("action", "warning", q.name, "rebuild", q.table,
+            out.append(Finding("warning", q.name, "rebuild", q.table,
                                f"{who} lacks {since} on {rel.qualified} (owner {rel.owner!r}): rebuild fails (REINDEX: "
                                f"must be owner; VACUUM skips the table){tradeoff}", _rebuild_fix(login, rel)))
     return out
