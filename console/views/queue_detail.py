@@ -13,6 +13,7 @@ from console.data import LiveSample
 from console.findings import Recommendation, RootCause, assess
 from console.health import ICON, LABEL, QueueHealth, cell_state, format_value, streaks
 from console.views import actions_panel, autopilot_panel, overview, terminate_card
+from console.views import items as items_view
 from console.views.overview import recent_rows
 from queueops import catalog
 from queueops.config import Config, Queue
@@ -148,6 +149,8 @@ def _page(ctx: context.Ctx, paused: bool) -> None:
     with right:
         st.subheader("Findings and recommendations")
         _recommendations(recs, health)
+
+    items_view.render(ctx, q, values)  # counts by state and the items behind them (issue 32)
 
     st.subheader("Actions")
     actions_panel.render(ctx, q, recs)
