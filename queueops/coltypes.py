@@ -274,9 +274,33 @@ def queue_fragments(q: Queue, types: dict[tuple[str, str], ColumnType], dialect:
     status = type_of(q, "status_column", types, dialect) if q.status_column else None
     if dialect == "postgresql":
         if status is not None and status.category in ("enum", "integer", "text"):
-            return {"status_type": status.cast_fragment(dialect)}
-        # Unknown (table not found yet): the type the configured values have.
-        values = [*q.ready_values, *q.processing_values, *q.done_values]
-        plain = all(isinstance(v, int) for v in values)
-        return {"status_type": quote_table("pg_catalog", "int8" if plain else "text", dialect)}
+            cast = status.cast_fragment(dialect)
+        else:
+            # Unknown (table not found yet): the type the configured values have.
+            values = [*q.ready_values, *q.processing_values, *q.done_values]
+            plain = all(isinstance(v, int) for v in values)
+            cast = quote_table("pg_catalog", "int8" if plain else "text", dialect)
+        # Each status value list as typed literals ({ready_list}: 'available'::"s"."oban_job_state"),
+        # for `{status} IN ({ready_list})` (issue 29): a bound value (or one from unnest) is unknown to
+        # the service's generic plans, so the planner walked the primary key for every status count;
+        # a constant is matched to the library's status index and to the column's statistics.
+        lists = {f"{name}_list": ", ".join(_typed_literal(v, cast) for v in coerce_values(vals, status))
+                 or f"NULL::{cast}"
+                 for name, vals in (("ready", q.ready_values), ("processing", q.processing_values),
+                                    ("done", q.done_values))}
+        return {"status_type": cast, **lists}
     return {}
+
+
+def _typed_literal(value: int | str, cast: str) -> str:
+    """A status value from config as a PostgreSQL constant of the status column's type: an integer
+    as digits, text quoted with quotes doubled (E'' with backslashes doubled when it has one, so the
+    text means the same whatever standard_conforming_strings says)."""
+    if isinstance(value, bool):
+        raise TypeError(f"not a status value: {value!r}")
+    if isinstance(value, int):
+        return f"{int(value)}::{cast}"
+    text = str(value).replace("'", "''")
+    if "\\" in text:
+        return "E'" + text.replace("\\", "\\\\") + f"'::{cast}"
+    return f"'{text}'::{cast}"

@@ -229,6 +229,10 @@ class Queue(_Model):
     # own reading, "server" on PostgreSQL; SQL Server's statements compare with SYSUTCDATETIME(), so
     # naive columns are read as UTC there. A timestamptz column is an instant: no zone to say.
     naive_times: Literal["utc", "server"] | None = None
+    # A worker holds a session advisory lock on the item's key while it works it (Que:
+    # pg_try_advisory_lock(id)): an item whose key is locked is running, not waiting; depth and
+    # rows_total leave it out, as Que's own job_stats does (PostgreSQL; issue 29).
+    advisory_lock: bool = False
     # Up to a week: a lease longer than that is a job nobody watches, not a timeout.
     lease_timeout_s: float = Field(default=300, gt=0, le=WEEK_S)
     thresholds: dict[str, Threshold] = Field(default_factory=dict)

@@ -92,6 +92,17 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
     open_cond = " AND ".join([f"{quote_ident(c, dialect)} IS NULL" for c in queue.open_when_null]
                              + queue_filters(queue, dialect))
     frags["open_and"] = f" AND {open_cond}" if open_cond else ""
+    # advisory_lock (Que): the keys locked now, as Que's own job_stats reads them from pg_locks, in
+    # this database and as pg_try_advisory_lock(bigint) takes them (objsubid 1). pg_locks is read
+    # once per statement (a hashed subplan), however many items the count reads.
+    locked = ("SELECT (qo_lk.classid::bigint << 32) + qo_lk.objid::bigint FROM pg_catalog.pg_locks AS qo_lk "
+              "WHERE qo_lk.locktype = 'advisory' AND qo_lk.objsubid = 1 AND qo_lk.granted AND qo_lk.database = "
+              "(SELECT qo_db.oid FROM pg_catalog.pg_database AS qo_db WHERE qo_db.datname = current_database())")
+    advisory = queue.advisory_lock and dialect == "postgresql"
+    # The open items locked now: a count of at most the advisory locks held (each a key lookup).
+    frags["locked_open"] = (f"(SELECT count(*) FROM {frags['table']} WHERE "  # noqa: S608 - quoted names
+                            f"{quote_ident(queue.key, dialect)} IN ({locked}){frags['open_and']})" if advisory else "0")
+    frags["unlocked_and"] = f" AND {quote_ident(queue.key, dialect)} NOT IN ({locked})" if advisory else ""
     frags["open_where"] = f" WHERE {open_cond}" if open_cond else ""
     # The order a count of all rows reads in: the key, except for a due queue whose key says nothing
     # about age (order = "heap", GoodJob's UUID): there the due column's index, which the ready count

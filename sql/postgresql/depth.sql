@@ -1,12 +1,19 @@
 -- depth: items ready to dequeue now, per queue kind; also rows_total and per-status counts.
 -- Counting is bounded: every count reads at most :cap entries in index order (ORDER BY ... LIMIT,
--- so the planner walks an index and stops; a bitmap scan would read every match first), one
--- count per status value (an IN list could not be read in index order), so a count is exact
--- below the cap. At the cap the value is
+-- so the planner walks an index and stops; a bitmap scan would read every match first), so a count
+-- is exact below the cap. A status count (issue 29) is one read of `{status} = ANY (ARRAY[{ready_list}])`:
+-- the values are typed constants rendered from the validated config (coltypes.queue_fragments), so
+-- every plan, the collector service's generic ones included, matches them to the library's status
+-- index and its statistics (a value from unnest was a parameter: the planner walked the primary key,
+-- 8,875 buffers on a 1,994-page Oban table). ORDER BY {status} keeps the read in index order: on the
+-- leading column an array is read in order, and as an array (not one `=`) the ORDER BY is never
+-- dropped, so no sequential or bitmap read of a common value is chosen. At the cap the value is
 -- an estimate from the planner's statistics and the note says which:
 --   'estimate (pg_class.reltuples)'      rows in the table
 --   'estimate (pg_stats MCV)'            reltuples x the share of the status values
 --   'estimate (pg_stats null_frac)'      reltuples x the share of NULL leases
+--   'estimate (pg_stats histogram)'      due: rows x the share due (most common values and histogram)
+--   'estimate (open rows: ...)'          due with open_when_null: see block due
 -- count_failed (lease kind) is always that estimate: rows whose error column is set have no index
 -- to count them by, and counting without one would read the table.
 --   'at least (cap reached; no statistics)' when the table was never analyzed.
@@ -29,17 +36,32 @@ WITH queueops_q AS MATERIALIZED (
     -- would aggregate the view over every table of the database, every cycle.
     SELECT t.queue, c.reltuples, pg_stat_get_live_tuples(c.oid) AS n_live_tup,
            s.most_common_vals::text::text[] AS status_vals, s.most_common_freqs AS status_freqs,
+           -- open_when_null (issue 29): the open rows as the library's partial index on them counts
+           -- them (its reltuples, set by ANALYZE and VACUUM); NULL without such an index.
+           o.open_tuples,
            l.null_frac AS lease_null_frac, e.null_frac AS error_null_frac,
-           -- The due column's bounds as its queue's {clock} reads them (issue 29): naive UTC times
-           -- (naive_times = "utc") against the UTC wall clock, any other as timestamptz (a naive
-           -- bound in the session's zone, as a comparison with now() reads it).
-           (SELECT avg((CASE WHEN t.naive_zone = 'UTC' THEN b.v::timestamp <= (now() AT TIME ZONE 'UTC')
-                             ELSE b.v::timestamptz <= now() END)::int)
-            FROM unnest(d.histogram_bounds::text::text[]) AS b (v)) AS due_share
+           -- The share of rows that are due: the most common values that are (their frequencies),
+           -- plus the rest of the non-NULL rows times the share of histogram bounds that are (the
+           -- histogram leaves the most common values out: a batch sharing one PGMQ vt is an MCV, and
+           -- the histogram alone read it as absent, -22 %; issue 29). NULL when never analyzed.
+           -- Each value as its queue's {clock} reads it (issue 29): naive UTC times (naive_times =
+           -- "utc") against the UTC wall clock, any other as timestamptz (a naive value in the
+           -- session's zone, as a comparison with now() reads it).
+           CASE WHEN d.histogram_bounds IS NOT NULL OR d.most_common_vals IS NOT NULL THEN
+               coalesce((SELECT sum(m.f) FROM unnest(d.most_common_vals::text::text[], d.most_common_freqs) AS m (v, f)
+                         WHERE CASE WHEN t.naive_zone = 'UTC' THEN m.v::timestamp <= (now() AT TIME ZONE 'UTC')
+                                    ELSE m.v::timestamptz <= now() END), 0)
+               + greatest(1 - coalesce((SELECT sum(m.f) FROM unnest(d.most_common_freqs) AS m (f)), 0)
+                            - coalesce(d.null_frac, 0), 0)
+                 * coalesce((SELECT avg((CASE WHEN t.naive_zone = 'UTC' THEN b.v::timestamp <= (now() AT TIME ZONE 'UTC')
+                                             ELSE b.v::timestamptz <= now() END)::int)
+                             FROM unnest(d.histogram_bounds::text::text[]) AS b (v)), 0)
+           END AS due_share
     FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:schema_names]::text[],
                 ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
-                ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[])
-         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone)
+                ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[],
+                ARRAY[:open_names]::text[])
+         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
     LEFT JOIN LATERAL (SELECT st.most_common_vals, st.most_common_freqs FROM pg_stats AS st
                        WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.status_col
@@ -47,12 +69,24 @@ WITH queueops_q AS MATERIALIZED (
     LEFT JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
                        WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.lease_col
                        ORDER BY st.inherited LIMIT 1) AS l ON true
-    LEFT JOIN LATERAL (SELECT st.histogram_bounds FROM pg_stats AS st
+    LEFT JOIN LATERAL (SELECT st.histogram_bounds, st.most_common_vals, st.most_common_freqs, st.null_frac FROM pg_stats AS st
                        WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.due_col
                        ORDER BY st.inherited LIMIT 1) AS d ON true
     LEFT JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
                        WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.error_col
                        ORDER BY st.inherited LIMIT 1) AS e ON true
+    -- A valid partial index whose predicate is exactly "col IS NULL" for each open_when_null column
+    -- (in any order): GoodJob's index_good_jobs_on_priority_scheduled_at_unfinished_unlocked, Que's
+    -- que_poll_idx. Its conjuncts as pg_get_expr prints them, parentheses trimmed, against the
+    -- configured columns as quote_ident would print them.
+    LEFT JOIN LATERAL (SELECT max(ic.reltuples) AS open_tuples
+                       FROM pg_index AS i JOIN pg_class AS ic ON ic.oid = i.indexrelid
+                       WHERE t.open_cols <> '' AND i.indrelid = c.oid AND i.indpred IS NOT NULL AND i.indisvalid
+                         AND ic.reltuples >= 0
+                         AND (SELECT string_agg(btrim(x.p, '()'), E'\n' ORDER BY btrim(x.p, '()'))
+                              FROM regexp_split_to_table(pg_get_expr(i.indpred, i.indrelid), ' AND ') AS x (p))
+                             = (SELECT string_agg(quote_ident(oc.n) || ' IS NULL', E'\n' ORDER BY quote_ident(oc.n) || ' IS NULL')
+                                FROM unnest(string_to_array(t.open_cols, E'\n')) AS oc (n))) AS o ON true
 )
 -- @block delete
 SELECT :queue AS queue, v.metric, v.value, v.note
@@ -72,15 +106,12 @@ WHERE c.queue = :queue
 -- @block status
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
-CROSS JOIN LATERAL (SELECT (SELECT sum(x.n) FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS ready,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
+CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{ready_list}]){open_and}
+                                    ORDER BY {status} LIMIT :cap) AS l) AS ready,
+             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{processing_list}]){open_and}
+                                    ORDER BY {status} LIMIT :cap) AS l) AS processing,
+             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{done_list}]){open_and}
+                                    ORDER BY {status} LIMIT :cap) AS l) AS done,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
@@ -146,29 +177,55 @@ WHERE c.queue = :queue
 -- @block due
 -- {count_order} is the key, or for order = "heap" (the key is a GUID: GoodJob's id) the due column,
 -- whose index the ready count already reads: no index orders the open rows by such a key.
+-- {unlocked_and} (advisory_lock, Que): an item whose key a worker holds as an advisory lock is
+-- running, not waiting (Que's job_stats: count_working): not in depth; {locked_open}, the open
+-- items locked now (0 without advisory_lock), is taken off the total (rows_total: waiting items).
+-- Above the cap with open_when_null (issue 29: GoodJob and Que keep finished rows and index only
+-- the open ones): the whole-table estimate counted the finished rows (198,218 for 5,002). Instead
+-- the open rows as the library's partial index on them counts them (c.open_tuples), less the open
+-- rows not yet due (counted, up to the cap, from the other end of the same due index; past it the
+-- histogram's share of rows not due: finished rows are due long ago) and less the locked ones.
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
-CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= {clock}{open_and} ORDER BY {due} LIMIT :cap) AS l) AS ready,
+CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} <= {clock}{open_and}{unlocked_and}
+                                                 ORDER BY {due} LIMIT :cap) AS l) AS ready,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
-                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {count_order} LIMIT :cap) AS l) END AS total
+                  ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {count_order} LIMIT :cap) AS l) END AS total,
+             {locked_open} AS locked
       OFFSET 0) AS n
+-- Read only when an open-rows estimate is needed (a CASE branch not taken is never executed).
+CROSS JOIN LATERAL (SELECT CASE WHEN (n.ready >= :cap OR n.total >= :cap) AND c.open_tuples IS NOT NULL THEN
+                                (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {due} > {clock}{open_and}
+                                                       ORDER BY {due} LIMIT :cap) AS l) END AS not_due
+                    OFFSET 0) AS o
 CROSS JOIN LATERAL (SELECT c.due_share AS share) AS f
-CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
-                                ELSE greatest(n.total, c.reltuples) END AS total) AS e
+CROSS JOIN LATERAL (SELECT CASE WHEN o.not_due < :cap THEN o.not_due
+                                ELSE greatest(o.not_due, c.reltuples * (1 - f.share)) END AS not_due) AS od
+CROSS JOIN LATERAL (SELECT CASE WHEN n.total < :cap THEN n.total - n.locked WHEN n.total IS NULL THEN c.n_live_tup
+                                WHEN c.open_tuples IS NOT NULL THEN greatest(n.total - n.locked, c.open_tuples - n.locked)
+                                ELSE greatest(n.total, c.reltuples) END AS total,
+                           CASE WHEN c.open_tuples IS NOT NULL
+                                THEN greatest(n.ready, c.open_tuples - n.locked - od.not_due) END AS open_ready) AS e
 CROSS JOIN LATERAL (VALUES
     -- Never analyzed (no histogram, reltuples -1): the count itself, 'at least'; the total would
     -- put every row of the table in that lower bound, due or not.
     ('depth', CASE WHEN n.ready < :cap THEN n.ready
+                   WHEN e.open_ready IS NOT NULL THEN e.open_ready
                    WHEN f.share IS NULL AND c.reltuples < 0 THEN n.ready
                    ELSE greatest(n.ready, e.total * coalesce(f.share, 1)) END::float8,
-     CASE WHEN n.ready < :cap THEN 'exact' WHEN f.share IS NOT NULL THEN 'estimate (pg_stats histogram)'
+     CASE WHEN n.ready < :cap THEN 'exact'
+          WHEN e.open_ready IS NOT NULL AND o.not_due < :cap
+          THEN 'estimate (open rows: partial index reltuples - not due, counted)'
+          WHEN e.open_ready IS NOT NULL THEN 'estimate (open rows: partial index reltuples - not due, pg_stats)'
+          WHEN f.share IS NOT NULL THEN 'estimate (pg_stats histogram)'
           WHEN c.reltuples >= 0 THEN 'estimate (upper bound: pg_class.reltuples)'
           ELSE 'at least (cap reached; no statistics)' END),
-    ('count_not_due', CASE WHEN n.ready < :cap AND n.total < :cap THEN n.total - n.ready END::float8,
+    ('count_not_due', CASE WHEN n.ready < :cap AND n.total < :cap THEN n.total - n.locked - n.ready END::float8,
      CASE WHEN n.ready < :cap AND n.total < :cap THEN 'exact' ELSE 'unknown above the cap' END),
     ('rows_total', e.total::float8,
      CASE WHEN n.total < :cap THEN 'exact'
           WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'
+          WHEN c.open_tuples IS NOT NULL THEN 'estimate (open rows: partial index reltuples)'
           WHEN c.reltuples >= 0 THEN 'estimate (pg_class.reltuples)'
           ELSE 'at least (cap reached; no statistics)' END)
 ) AS v (metric, value, note)
@@ -264,20 +321,17 @@ WHERE c.queue = :queue
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
 CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
+             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{processing_list}]){open_and}
+                                    ORDER BY {status} LIMIT :cap) AS l) AS processing,
+             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{done_list}]){open_and}
+                                    ORDER BY {status} LIMIT :cap) AS l) AS done,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
-      FROM (SELECT sum(x.ready) AS ready, sum(x.exhausted) AS exhausted, sum(x.seen) AS seen, bool_or(x.seen >= :cap) AS capped
-            FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
-            CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
-                                       count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
-                                FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {status} = u.s{open_and}
-                                      ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS r
+      FROM (SELECT x.ready, x.exhausted, x.seen, x.seen >= :cap AS capped
+            FROM (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
+                         count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
+                  FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {status} = ANY (ARRAY[{ready_list}]){open_and}
+                        ORDER BY {status} LIMIT :cap) AS l) AS x) AS r
       OFFSET 0) AS n
 CROSS JOIN LATERAL (SELECT NOT n.capped AND n.total < :cap AND n.processing < :cap AND n.done < :cap AS all_exact) AS t
 CROSS JOIN LATERAL (VALUES
@@ -305,12 +359,10 @@ WHERE c.queue = :queue
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
 CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped, r.scheduled, r.scheduled_capped,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
+             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{processing_list}]){open_and}
+                                    ORDER BY {status} LIMIT :cap) AS l) AS processing,
+             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{done_list}]){open_and}
+                                    ORDER BY {status} LIMIT :cap) AS l) AS done,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       FROM (SELECT sum(d.ready + z.ready) AS ready, sum(d.exhausted + z.exhausted) AS exhausted,

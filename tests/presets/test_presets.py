@@ -146,7 +146,8 @@ def test_open_when_null_is_validated_and_rendered_quoted() -> None:
     assert frags["open_and"] == ' AND "finished_at" IS NULL AND "expired_at" IS NULL'
     assert fragments_for(q, "mssql")["open_where"] == " WHERE [finished_at] IS NULL AND [expired_at] IS NULL"
     stmt = runner.build_statement(registry.by_name("depth"), _cfg("postgresql").targets[0], [q])
-    assert stmt is not None and stmt.sql.count('"finished_at" IS NULL AND "expired_at" IS NULL') == 2
+    # the ready and total counts, and (issue 29) the not-due read and the advisory-locked jobs above the cap
+    assert stmt is not None and stmt.sql.count('"finished_at" IS NULL AND "expired_at" IS NULL') == 4
     need = indexadvice.needed("depth", q)
     assert need is not None and indexadvice.create_index(q, need, "postgresql") == (
         'CREATE INDEX CONCURRENTLY ON "public"."que_jobs" ("run_at") WHERE "finished_at" IS NULL '
