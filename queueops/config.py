@@ -603,6 +603,10 @@ def _cross_checks(cfg: Config) -> list[Problem]:
                                     "SQL Server statements compare with SYSUTCDATETIME(): naive (datetime2) times "
                                     "are read as UTC there; local-time columns (DEFAULT SYSDATETIME()) are not "
                                     "supported; leave naive_times out or set \"utc\""))
+        if target.dialect == "mssql" and q.advisory_lock:
+            problems.append(Problem(f"{where}.advisory_lock", "true",
+                                    "advisory locks are PostgreSQL's (pg_try_advisory_lock); SQL Server's "
+                                    "statements could not leave locked items out of depth"))
         for fld, value in _identifier_fields(q):
             problem = identifier_problem(value, target.dialect)
             if problem:

@@ -233,3 +233,11 @@ def test_status_depth_reads_a_bounded_number_of_buffers(lab: Lab, built: str, pr
                     if TABLE[preset] in m.group(0)})
     print(f"\nBUFFERS {preset} ({plans} plans): {used} shared buffers, table {pages} pages; {scans}")
     assert used <= 3 * CAP and used < pages, (used, pages, "\n".join(plan))
+
+
+def test_advisory_lock_is_refused_on_sql_server() -> None:
+    raw = {"targets": [{"name": "t", "dialect": "mssql", "url": "mssql+pyodbc://u@h/db"}],
+           "queues": [{"name": "q", "target": "t", "kind": "due", "table": "jobs", "key": "id", "due_column": "run_at",
+                       "advisory_lock": True}]}
+    with pytest.raises(config.ConfigError, match="advisory_lock.*PostgreSQL"):
+        config.parse(raw)
