@@ -253,6 +253,38 @@ def _pg_seeks(conn: engine.Connection, target: Target, q: Queue,
     return out
 
 
+def _pg_stuck_served(conn: engine.Connection, q: Queue) -> list[Finding]:
+    """Whether stuck_leases can be counted on ``q`` (issue 29): the collector's own prelude decides
+    it (an index leading with the lease or status column, or the library's partial index on exactly
+    the processing values); without one, on a table past the small-table limit, the collector
+    reports no value ("not counted"), and this says so with the index that fixes it."""
+    from collectors import runner
+
+    if q.kind not in ("lease", "status") or (q.kind == "lease" and not q.lease_column) \
+            or (q.kind == "status" and not (q.status_column and (q.status_changed_at or q.times_from))):
+        return []
+    sqlf = sqlfiles.load("postgresql", "stuck_leases")
+    values = {**runner.target_lists([q], "postgresql"), "cap": runner.COUNT_CAP,
+              "small_pages": runner.SMALL_TABLE_PAGES}
+    stmt = sqlf.render("prelude", {}, values) + sqlf.render("served", {}, runner.queue_values(q, "postgresql"))
+    rows = conn.execute(stmt)
+    if not rows:
+        return []
+    r = rows[0]
+    served = r["lease_indexed"] if q.kind == "lease" else (r["status_indexed"] or r["status_partial"])
+    if served or r["small"] or r["is_view"]:
+        return []  # a view is refused as a queue (an error of its own, _not_a_table)
+    need = indexadvice.needed("stuck_leases", q)
+    fix = indexadvice.create_index(q, need, "postgresql") if need else ""
+    column = "lease column" if q.kind == "lease" else "status column"
+    alt = "" if q.kind == "lease" else (", and no partial index holds exactly the processing values "
+                                        f"{', '.join(map(str, q.processing_values))}")
+    return [Finding("warning", q.name, "stuck_leases", q.table,
+                    f"not counted: no index leads with the {column}{alt}, and the table has {r['pages']} pages "
+                    f"(over {runner.SMALL_TABLE_PAGES}, the collector does not read it whole): stuck_leases and "
+                    "oldest_lease_age_s have no value", fix)]
+
+
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield plan
     for child in plan.get("Plans", []):
@@ -391,6 +423,8 @@ def report_live(cfg: Config) -> LiveReport:
                     seeks = (_pg_seeks(conn, target, q, types) if target.dialect == "postgresql"
                              else _mssql_seeks(conn, q, types, online))
                     report.findings += seeks
+                    if target.dialect == "postgresql":
+                        report.findings += _pg_stuck_served(conn, q)
         except engine.TargetError as exc:
             report.findings.append(Finding("error", None, "target", target.name, f"check failed: {exc}"))
         finally:

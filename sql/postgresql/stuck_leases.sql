@@ -27,11 +27,51 @@ WITH queueops_q AS MATERIALIZED (
            EXISTS (SELECT 1 FROM pg_index AS i
                    JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
                    WHERE i.indrelid = c.oid AND a.attname = t.status_col AND i.indisvalid AND i.indpred IS NULL
-                  ) AS status_indexed
+                  ) AS status_indexed,
+           -- The library's own index (issue 29): a valid partial btree index WHERE status = 'doing'
+           -- (procrastinate_jobs_lock_idx_v1) or status IN (...) (pgqueuer_picked_heartbeat_idx),
+           -- whatever its key, holds exactly the processing rows when its predicate names the status
+           -- column alone and its values are the queue's processing_values: the status block's
+           -- partial read (the same values as constants, so the planner proves the predicate) reads
+           -- it and no other row. Read from pg_get_expr's text: each literal (with its cast) or
+           -- integer becomes ?, then the shape must be col = ? or col = ANY (ARRAY[?, ...]) (a
+           -- varchar column's (col)::text too), and the literals the same set as the values.
+           EXISTS (SELECT 1 FROM pg_index AS i
+                   JOIN pg_class AS ic ON ic.oid = i.indexrelid
+                   JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'
+                   JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attname = t.status_col
+                   CROSS JOIN LATERAL (SELECT pg_get_expr(i.indpred, i.indrelid) AS pred) AS p
+                   CROSS JOIN LATERAL (
+                       SELECT regexp_replace(regexp_replace(regexp_replace(p.pred,
+                                  '''(?:[^'']|'''')*''(::[a-zA-Z_][a-zA-Z0-9_ ."]*)?', '?', 'g'),
+                                  '\m\d+\M', '?', 'g'), '[\s()]|::text\[\]', '', 'g') AS shape,
+                              regexp_replace(quote_ident(t.status_col), '[\s()]', '', 'g')
+                              || CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype)
+                                      THEN '::text=' ELSE '=' END AS head,
+                              ARRAY(SELECT coalesce(replace(m[1], '''''', ''''), m[2])
+                                    FROM regexp_matches(p.pred, '''((?:[^'']|'''')*)''|\m(\d+)\M', 'g') AS m
+                                   ) AS vals
+                   ) AS f
+                   WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NOT NULL
+                     AND left(f.shape, length(f.head)) = f.head
+                     AND substr(f.shape, length(f.head) + 1) ~ '^(\?|ANYARRAY\[\?(,\?)*\])$'
+                     AND f.vals @> t.processing AND f.vals <@ t.processing
+                  ) AS status_partial
     FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:lease_names]::text[],
-                ARRAY[:status_names]::text[]) AS t (queue, qualified, lease_col, status_col)
+                ARRAY[:status_names]::text[], ARRAY[:processing_sets]::text[])
+         AS t0 (queue, qualified, lease_col, status_col, processing_json)
+    CROSS JOIN LATERAL (SELECT t0.*, ARRAY(SELECT json_array_elements_text(t0.processing_json::json)) AS processing) AS t
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
 )
+-- @block served
+-- config check --live (issue 29): what the prelude found for each queue, so that a stuck_leases the
+-- collector cannot count (no index serves its read on a table past :small_pages) is a warning with
+-- the reason and the CREATE INDEX instead of a value silently absent.
+SELECT q.queue, q.small, q.is_view, q.lease_indexed, q.status_indexed, q.status_partial,
+       coalesce(c.relpages, 0) AS pages
+FROM queueops_q AS q
+LEFT JOIN pg_class AS c ON c.oid = to_regclass(:qualified_table)
+WHERE q.queue = :queue
 -- @block lease
 -- With error_column: an item whose lease AND error are set failed (the seeds' SimpleQueue keeps it
 -- leased on purpose); it is never a stuck lease (depth's count_failed counts it). Without one,
@@ -92,28 +132,44 @@ CROSS JOIN LATERAL (VALUES
 -- stuck count and the oldest change: each row costs a heap fetch (status_changed_at is not in the
 -- status index), so the two figures share it, and no cycle reads more than :cap rows per value.
 -- When a value has :cap processing items or more, the count covers only those read ('at least').
+-- Without an index leading with the status column, the library's own partial index (prelude,
+-- status_partial: procrastinate's WHERE status = 'doing', pgqueuer's WHERE status = 'picked') is
+-- read instead: {status} IN ({processing_list}) repeats its predicate with the same constants (a
+-- bound value or an unnest() element is unknown to the planner, which then cannot prove it), and
+-- LIMIT :cap with no ORDER BY bounds the read by the cap whatever the index's key (issue 29).
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed, q.status_partial AND NOT q.status_indexed AS partial,
+             q.status_indexed OR q.status_partial OR q.small AS counted
+      FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT sum(x.n) AS n, min(x.oldest) AS oldest, max(x.seen) AS seen
-    FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-    CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s)) AS n,
-               min(p.changed) AS oldest, count(*) AS seen
-        FROM (SELECT {status_changed_at} AS changed FROM {table} WHERE {status} = u.s{open_and}
-              ORDER BY {status}, {key} LIMIT :cap) AS p) AS x
-    WHERE ix.indexed OR ix.small
+    FROM (
+        SELECT x.* FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+        CROSS JOIN LATERAL (
+            SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s)) AS n,
+                   min(p.changed) AS oldest, count(*) AS seen
+            FROM (SELECT {status_changed_at} AS changed FROM {table} WHERE {status} = u.s{open_and}
+                  ORDER BY {status}, {key} LIMIT :cap) AS p) AS x
+        WHERE ix.counted AND NOT ix.partial
+        UNION ALL
+        SELECT x.* FROM (SELECT 1 WHERE ix.partial) AS g
+        CROSS JOIN LATERAL (
+            SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s)) AS n,
+                   min(p.changed) AS oldest, count(*) AS seen
+            FROM (SELECT {status_changed_at} AS changed FROM {table} WHERE {status} IN ({processing_list}){open_and}
+                  LIMIT :cap) AS p) AS x
+    ) AS x
 ) AS s
 CROSS JOIN LATERAL (VALUES
     ('stuck_leases', s.n::float8,
-     CASE WHEN s.n IS NULL THEN 'not counted: no index on the status column (see missing_index)'
+     CASE WHEN s.n IS NULL THEN 'not counted: no index serves the read of processing items: none leads with the '
+                                || 'status column, none is partial on exactly the processing values (see missing_index)'
           WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
-          WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no status index)' END),
-    ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
-                                THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
+          WHEN ix.indexed OR ix.partial THEN 'exact' ELSE 'exact (small table, no status index)' END),
+    ('oldest_lease_age_s', CASE WHEN ix.counted THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
      CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
-    ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
-     CASE WHEN ix.indexed THEN ''
+    ('missing_index', CASE WHEN ix.indexed OR ix.partial THEN 0 ELSE 1 END::float8,
+     CASE WHEN ix.indexed OR ix.partial THEN ''
           WHEN ix.is_view THEN 'a view: index the status column of its base table'
           ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I, %I)', :qualified_table::text, :status_name::text, :key_name::text) END)
 ) AS v (metric, value, note)
@@ -181,27 +237,39 @@ CROSS JOIN LATERAL (VALUES
 -- A status queue with max_attempts (issue 31): block status, except that a processing item at
 -- max_attempts is not stuck (released to a ready status, the library would never take it).
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed, q.status_partial AND NOT q.status_indexed AS partial,
+             q.status_indexed OR q.status_partial OR q.small AS counted
+      FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT sum(x.n) AS n, min(x.oldest) AS oldest, max(x.seen) AS seen
-    FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-    CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s) AND NOT p.exhausted) AS n,
-               min(p.changed) AS oldest, count(*) AS seen
-        FROM (SELECT {status_changed_at} AS changed, {exhausted} AS exhausted FROM {table} WHERE {status} = u.s{open_and}
-              ORDER BY {status}, {key} LIMIT :cap) AS p) AS x
-    WHERE ix.indexed OR ix.small
+    FROM (
+        SELECT x.* FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+        CROSS JOIN LATERAL (
+            SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s) AND NOT p.exhausted) AS n,
+                   min(p.changed) AS oldest, count(*) AS seen
+            FROM (SELECT {status_changed_at} AS changed, {exhausted} AS exhausted FROM {table} WHERE {status} = u.s{open_and}
+                  ORDER BY {status}, {key} LIMIT :cap) AS p) AS x
+        WHERE ix.counted AND NOT ix.partial
+        UNION ALL
+        SELECT x.* FROM (SELECT 1 WHERE ix.partial) AS g
+        CROSS JOIN LATERAL (
+            SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s) AND NOT p.exhausted) AS n,
+                   min(p.changed) AS oldest, count(*) AS seen
+            FROM (SELECT {status_changed_at} AS changed, {exhausted} AS exhausted FROM {table}
+                  WHERE {status} IN ({processing_list}){open_and} LIMIT :cap) AS p) AS x
+    ) AS x
 ) AS s
 CROSS JOIN LATERAL (VALUES
     ('stuck_leases', s.n::float8,
-     CASE WHEN s.n IS NULL THEN 'not counted: no index on the status column (see missing_index)'
+     CASE WHEN s.n IS NULL THEN 'not counted: no index serves the read of processing items: none leads with the '
+                                || 'status column, none is partial on exactly the processing values (see missing_index)'
           WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
-          WHEN ix.indexed THEN 'exact (items at max_attempts excluded)' ELSE 'exact (small table, no status index)' END),
-    ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
-                                THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
+          WHEN ix.indexed OR ix.partial THEN 'exact (items at max_attempts excluded)'
+          ELSE 'exact (small table, no status index)' END),
+    ('oldest_lease_age_s', CASE WHEN ix.counted THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
      CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
-    ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
-     CASE WHEN ix.indexed THEN ''
+    ('missing_index', CASE WHEN ix.indexed OR ix.partial THEN 0 ELSE 1 END::float8,
+     CASE WHEN ix.indexed OR ix.partial THEN ''
           WHEN ix.is_view THEN 'a view: index the status column of its base table'
           ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I, %I)', :qualified_table::text, :status_name::text, :key_name::text) END)
 ) AS v (metric, value, note)
