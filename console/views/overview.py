@@ -95,9 +95,20 @@ def recent_rows(sampler: LiveSampler) -> list[tuple[str, str, str, float | None]
 NOT_APPLICABLE = ""
 
 
+def not_counted(note: str) -> str:
+    """A cell's few words on why a metric has no value although its collector ran (issue 29: a
+    stuck_leases no index can serve, "not counted: no index serves ... (see missing_index)")."""
+    if not note.startswith("not counted"):
+        return ""
+    why = note.removeprefix("not counted").lstrip(": ").split(":")[0].split(" (")[0].strip()
+    return f"not counted: {why}" if why else "not counted"
+
+
 def table(cfg: Config, healths: list[QueueHealth], spark: Mapping[tuple[str, str], list[float]],
-          down: Collection[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The overview table (one row per queue, worst first) and, cell by cell, each value's state."""
+          down: Collection[str] = (),
+          notes: Mapping[tuple[str, str, str], str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The overview table (one row per queue, worst first) and, cell by cell, each value's state;
+    ``notes`` (the sample's, by target, queue and metric): a metric left uncounted says why."""
     rows, states = [], []
     for h in healths:
         q = cfg.queue(h.queue)
@@ -116,7 +127,8 @@ def table(cfg: Config, healths: list[QueueHealth], spark: Mapping[tuple[str, str
                 row[header] = "" if v is None else f"{v:.1f}" + (f" · {short_ignored(h.values, metric)}"
                                                                  if metric in h.ignored else "")
             else:
-                row[header] = v
+                row[header] = v if v is not None else (not_counted((notes or {}).get((h.target, h.queue, metric), ""))
+                                                       or None)
             cell[header] = "ignored" if metric in h.ignored else cell_state(q, h, metric)
         rows.append(row)
         states.append(cell)
@@ -285,7 +297,7 @@ def _body(ctx: context.Ctx) -> None:
     since = now - timedelta(hours=1)
     spark = ctx.sampler.derived(("overview_spark", *inputs), lambda: sparklines(
         ctx.store, [ctx.sampler.history(SPARK_METRIC)], SPARK_METRIC, since, [(q.target, q.name) for q in cfg.queues]))
-    df, states = table(cfg, healths, spark, sample.unreachable())
+    df, states = table(cfg, healths, spark, sample.unreachable(), sample.notes())
     shown = [h for m, h in COLUMNS if any(x.values.get(m) is not None for x in healths)]
     guard_help: dict[str, str] = {}
     columns = ["State", "Queue", "Target", "Why", "Depth, last hour", *shown, "Kind"]
@@ -311,6 +323,8 @@ def _body(ctx: context.Ctx) -> None:
     for header, text in guard_help.items():
         config[header] = st.column_config.TextColumn(width="medium", help=text)
     for header in shown:
+        if header in df and df[header].map(lambda x: isinstance(x, str)).any():  # "not counted: why" (issue 29)
+            config.setdefault(header, st.column_config.TextColumn(width="medium"))
         config.setdefault(header, st.column_config.NumberColumn(format="localized"))
     event = st.dataframe(styled, hide_index=True, column_config=config, on_select="rerun",
                          selection_mode="single-row", key="overview_table", placeholder=NOT_APPLICABLE,

@@ -166,3 +166,20 @@ def test_live_check_warns_when_nothing_serves_stuck(shaped: LibServer, tmp_path:
     value, note = m[("unserved", "stuck_leases")]
     assert value is None and note.startswith("not counted"), (value, note)
 
+
+def test_overview_cell_says_why_stuck_is_not_counted() -> None:
+    from console.health import queue_health
+    from console.views import overview
+    from queueops import config
+
+    cfg = config.parse({"targets": [{"name": "a", "dialect": "postgresql", "url": "postgresql://u@h:5432/d"}],
+                        "queues": [{"name": "mail", "target": "a", "kind": "status", "table": "mail", "key": "id",
+                                    "status_column": "status", "status_changed_at": "changed_at"}]})
+    h = queue_health(cfg.queue("mail"), {"depth": 3.0, "stuck_leases": None})
+    note = ("not counted: no index serves the read of processing items: none leads with the status column, "
+            "none is partial on exactly the processing values (see missing_index)")
+    df, _ = overview.table(cfg, [h], {}, notes={("a", "mail", "stuck_leases"): note})
+    header = dict(overview.COLUMNS)["stuck_leases"]
+    assert df.iloc[0][header] == "not counted: no index serves the read of processing items"
+    df, _ = overview.table(cfg, [h], {})
+    assert df.iloc[0][header] is None or df.iloc[0][header] != df.iloc[0][header]  # no note: an empty cell
