@@ -1,13 +1,14 @@
 -- depth: items ready to dequeue now, per queue kind; also rows_total and per-status counts.
 -- Counting is bounded: every count reads at most :cap entries in index order (ORDER BY ... LIMIT,
 -- so the planner walks an index and stops; a bitmap scan would read every match first), so a count
--- is exact below the cap. A status count (issue 29) is one read of `{status} = ANY (ARRAY[{ready_list}])`:
--- the values are typed constants rendered from the validated config (coltypes.queue_fragments), so
--- every plan, the collector service's generic ones included, matches them to the library's status
--- index and its statistics (a value from unnest was a parameter: the planner walked the primary key,
--- 8,875 buffers on a 1,994-page Oban table). ORDER BY {status} keeps the read in index order: on the
--- leading column an array is read in order, and as an array (not one `=`) the ORDER BY is never
--- dropped, so no sequential or bitmap read of a common value is chosen. At the cap the value is
+-- is exact below the cap. A status count reads each value on its own (`{status} = u.s ORDER BY
+-- {status}, {key}`), so a table without an index on the status column is walked along its key and
+-- stops at the cap. Open (issue 29): the value comes from unnest, so the planner cannot match it to
+-- a library's status index or its partial indexes (Oban, River: the primary key is walked, ~9,000
+-- buffers at 200,000 rows). Typed constants in one `= ANY (ARRAY[...]) ORDER BY {status}` read
+-- served Oban and River (~2,000 buffers), but on a table with no index leading with the status
+-- column (procrastinate's finished statuses) it became a sequential scan and a sort of the whole
+-- table every cycle; the choice needs the table's indexes, and is not made yet. At the cap the value is
 -- an estimate from the planner's statistics and the note says which:
 --   'estimate (pg_class.reltuples)'      rows in the table
 --   'estimate (pg_stats MCV)'            reltuples x the share of the status values
@@ -106,12 +107,15 @@ WHERE c.queue = :queue
 -- @block status
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
-CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{ready_list}]){open_and}
-                                    ORDER BY {status} LIMIT :cap) AS l) AS ready,
-             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{processing_list}]){open_and}
-                                    ORDER BY {status} LIMIT :cap) AS l) AS processing,
-             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{done_list}]){open_and}
-                                    ORDER BY {status} LIMIT :cap) AS l) AS done,
+CROSS JOIN LATERAL (SELECT (SELECT sum(x.n) FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS ready,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
@@ -321,10 +325,12 @@ WHERE c.queue = :queue
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
 CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped,
-             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{processing_list}]){open_and}
-                                    ORDER BY {status} LIMIT :cap) AS l) AS processing,
-             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{done_list}]){open_and}
-                                    ORDER BY {status} LIMIT :cap) AS l) AS done,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       FROM (SELECT x.ready, x.exhausted, x.seen, x.seen >= :cap AS capped
@@ -383,10 +389,12 @@ WHERE c.queue = :queue
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
 CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped, r.scheduled, r.scheduled_capped,
-             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{processing_list}]){open_and}
-                                    ORDER BY {status} LIMIT :cap) AS l) AS processing,
-             (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {status} = ANY (ARRAY[{done_list}]){open_and}
-                                    ORDER BY {status} LIMIT :cap) AS l) AS done,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
+             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
+                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       FROM (SELECT sum(d.ready + z.ready) AS ready, sum(d.exhausted + z.exhausted) AS exhausted,
