@@ -1,0 +1,151 @@
+"""The conformance harness shared by every preset module (issue 29).
+
+A module builds its library's real table once (installed by the library itself, or its migrations'
+DDL transcribed with the upstream version and file named), fills it at production size with
+set-based SQL, moves jobs with the library's own fetch / complete / retry / rescue statements, and
+then compares queueops's figures with the library's own definitions written as SQL (``truth``).
+The comparison is the same in every module: exact below the count cap; above it an estimate that
+says so in its note and lies within 10 % of the truth; ages within a few seconds; and the same in
+the three server time zones. Every comparison is recorded in ``artifacts/conformance/<preset>.json``
+(library x metric x zone: truth, queueops, note) so the figures can be read after a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+
+from collectors import runner
+from queueops import actions, config
+from tests.conftest import ROOT
+
+ZONES = ("UTC", "Asia/Tokyo", "America/New_York")
+CAP = runner.COUNT_CAP
+ROWS = 200_000  # the production shape's size (issue 29: at least 200,000 rows)
+ESTIMATE_TOLERANCE = 0.10
+AGE_SLACK_S = 30.0  # figures read a few seconds apart, in three zones
+ARTIFACTS = ROOT / "artifacts" / "conformance"
+
+
+def zone_url(url: str, zone: str) -> str:
+    """``url`` for a session whose TimeZone is ``zone`` (libpq options): what a server whose
+    ``timezone`` setting is ``zone`` gives every new session."""
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}options={quote(f'-c TimeZone={zone}', safe='')}"
+
+
+def session_zone(url: str, password: str, zone: str) -> str:
+    with psycopg.connect(zone_url(url, zone), password=password) as conn:
+        row = conn.execute("SHOW TimeZone").fetchone()
+        return str(row[0]) if row else ""
+
+
+def make_config(url: str, password_file: Path, zone: str, queues: Iterable[Mapping[str, Any]],
+                store: Path | None = None) -> config.Config:
+    """A config of one target (the test server, read in ``zone``) and ``queues`` on it; ``store``:
+    the SQLite file actions audit to (a test's own tmp path)."""
+    raw: dict[str, Any] = {"targets": [{"name": "t", "dialect": "postgresql", "url": zone_url(url, zone),
+                                        "password": f"file:{Path(password_file).resolve()}"}],
+                           "queues": [{"target": "t", **q} for q in queues]}
+    if store is not None:
+        raw["store"] = {"url": f"sqlite:///{store}"}
+    return config.parse(raw)
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float | None
+    note: str = ""
+
+    @property
+    def estimate(self) -> bool:
+        return self.note.startswith("estimate") or "estimate" in self.note.split(":")[0]
+
+
+def collect(cfg: config.Config, queue: str) -> dict[str, Figure]:
+    """One collection cycle, as the service runs it: the queue's metric rows with their notes.
+    A collector that failed, or a queue_error row for ``queue``, fails the test with the reason."""
+    result = runner.run_collectors(cfg, cfg.targets[0])
+    errors = [f"{s.collector}: {s.error}" for s in result.status if not s.ok]
+    assert not errors, errors
+    rows = {r.metric: Figure(r.value, r.note) for r in result.rows if r.queue == queue}
+    assert runner.QUEUE_ERROR not in rows, rows[runner.QUEUE_ERROR]
+    return rows
+
+
+def truth(conn: psycopg.Connection, query: str) -> dict[str, float | None]:
+    """The library's own figures: one row of named columns (run in a UTC session by the caller)."""
+    cur = conn.execute(query)
+    row = cur.fetchone()
+    assert row is not None, query
+    return {d.name: None if v is None else float(v) for d, v in zip(cur.description or [], row, strict=True)}
+
+
+@dataclass
+class Record:
+    """Every comparison of one module, written as JSON for the note's table."""
+
+    preset: str
+    upstream: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, zone: str, metric: str, want: float | None, got: Figure | None, verdict: str) -> None:
+        self.rows.append({"zone": zone, "metric": metric, "truth": want,
+                          "queueops": None if got is None else got.value,
+                          "note": "" if got is None else got.note, "verdict": verdict})
+
+    def write(self) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{self.preset}.json"
+        path.write_text(json.dumps(asdict(self), indent=1, default=str))
+        return path
+
+
+def check(record: Record, zone: str, want: Mapping[str, float | None], got: Mapping[str, Figure],
+          ages: Iterable[str] = ("oldest_age_s", "oldest_lease_age_s")) -> list[str]:
+    """Compare queueops's figures with the truth; return the mismatches (empty: conformant).
+
+    A count equals the truth exactly unless its note says it is an estimate, which must be within
+    10 %; an estimate where the truth is at most the cap is a mismatch (below the cap queueops
+    counts). An age is within ``AGE_SLACK_S``. A metric with a truth and no figure is a mismatch:
+    a central metric is never silently absent.
+    """
+    ages = set(ages)
+    bad: list[str] = []
+    for metric, w in want.items():
+        g = got.get(metric)
+        if g is None or g.value is None:
+            verdict = "absent" if w is not None else "ok"
+        elif w is None:
+            verdict = "unexpected"
+        elif metric in ages:
+            verdict = "ok" if abs(g.value - w) <= AGE_SLACK_S else "wrong"
+        elif g.estimate:
+            within = abs(g.value - w) <= ESTIMATE_TOLERANCE * max(w, 1.0)
+            verdict = "ok (estimate)" if within and w > CAP else ("estimate below the cap" if within else "wrong")
+        else:
+            verdict = "ok" if math.isclose(g.value, w, abs_tol=0.5) else "wrong"
+        record.add(zone, metric, w, g, verdict)
+        if not verdict.startswith("ok"):
+            bad.append(f"{zone} {metric}: truth {w}, queueops {None if g is None else g.value} "
+                       f"({'' if g is None else g.note}) -> {verdict}")
+    return bad
+
+
+def requeue_preview_keys(cfg: config.Config, queue: str) -> set[Any]:
+    """The keys requeue's preview would release (the items it shows; the preview's own cap applies)."""
+    plan = actions.plan(cfg, "requeue", queue, {})
+    return {r["item"] for r in plan.preview.rows}
+
+
+def requeue(cfg: config.Config, queue: str) -> actions.Result:
+    """Preview then execute requeue, as the CLI's ``act requeue --yes`` does."""
+    plan = actions.plan(cfg, "requeue", queue, {})
+    return actions.execute(cfg, plan)
