@@ -149,3 +149,57 @@ def requeue(cfg: config.Config, queue: str) -> actions.Result:
     """Preview then execute requeue, as the CLI's ``act requeue --yes`` does."""
     plan = actions.plan(cfg, "requeue", queue, {})
     return actions.execute(cfg, plan)
+
+
+# Issue 29 item 5: a fast collector statement reads a number of shared buffers proportional to the
+# count cap, never to the table. The bound: the cap's index entries (a few hundred per leaf page),
+# the heap pages of the rows it returns, and the planner's catalog reads: 20 pages per cap's worth.
+FAST_COLLECTORS = ("depth", "oldest_age_s", "stuck_leases")
+BUFFER_BOUND = 20 * CAP // 10  # 2,000 buffers at the 1,000-row cap; a 200k-row table is ~2,000-10,000 pages
+
+
+@dataclass(frozen=True)
+class Reads:
+    collector: str
+    buffers: int
+    relpages: int
+    read_by: tuple[str, ...]  # index names (or node types) that read the queue table
+
+
+def _nodes(plan: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def measured_reads(cfg: config.Config, queue: str, conn: psycopg.Connection,
+                   collectors: Iterable[str] = FAST_COLLECTORS) -> list[Reads]:
+    """``EXPLAIN (ANALYZE, BUFFERS)`` of each statement the collector really renders for ``queue``
+    (custom plan; ``conn`` is a session of the test's own). A collector the mapping does not run is
+    left out."""
+    from collectors import registry
+    from queueops import coltypes, engine
+
+    target = cfg.targets[0]
+    q = cfg.queue(queue)
+    qconn = engine.connect(target, "collect", cfg.base_dir)
+    try:
+        types = coltypes.read_types(qconn, [q])
+        stmts = [(name, runner.build_statement(registry.by_name(name), target, [q], types)) for name in collectors]
+    finally:
+        qconn.close()
+    out = []
+    table = q.table or ""
+    for name, stmt in stmts:
+        if stmt is None:
+            continue
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + stmt.sql, stmt.params).fetchone()
+        assert row is not None
+        plan = row[0][0]["Plan"]
+        buffers = int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
+        pages = conn.execute("SELECT relpages FROM pg_class WHERE oid = %s::regclass",
+                             (f'"{q.schema_ or "public"}"."{table}"',)).fetchone()
+        used = tuple(sorted({str(n.get("Index Name") or n["Node Type"]) for n in _nodes(plan)
+                             if n.get("Relation Name") == table}))
+        out.append(Reads(name, buffers, int(pages[0]) if pages else 0, used))
+    return out
