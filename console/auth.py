@@ -29,7 +29,7 @@ from typing import Literal, NoReturn
 
 import streamlit as st
 
-from console import signin
+from console import configfile, signin
 from queueops import roles, users
 from queueops.config import Config
 from queueops.store import sessions
@@ -286,5 +286,5 @@ def sign_out() -> None:
         st.logout()
         return
     if ident is not None and ident.method == "local":
-        _end(signin.load_config(), _cookie(), ident.name, "out", datetime.now(UTC))
+        _end(configfile.load(), _cookie(), ident.name, "out", datetime.now(UTC))
     st.session_state[_SIGNED_OUT] = True

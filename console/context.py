@@ -1,19 +1,20 @@
 """What every page needs: the config, the shared live sampler, the store, and who is signed in --
 and the one way a page runs an action (:meth:`Ctx.execute`, with the role in force at that moment).
 
-The config, sampler and store are ``st.cache_resource`` objects keyed by the config file's path and
-modification time: every browser session shares one sampler (so the database sees one collection
+The config comes from :mod:`console.configfile` (one cache keyed by the file's path and modification
+time, shared with the sign-in endpoint); the sampler and store are ``st.cache_resource`` objects
+under the same key: every browser session shares one sampler (so the database sees one collection
 per cache period however many dashboards are open), and editing the config reloads it.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
+from console import configfile
 from console.auth import Identity, actor_now, after_action, current
 from console.data import LiveSampler, Store
 from queueops import actions, secrets
@@ -43,24 +44,20 @@ class Ctx:
 
 
 def config_path() -> Path:
-    return Path(os.environ.get("QUEUEOPS_CONFIG") or config_mod.DEFAULT_CONFIG).resolve()
+    return configfile.config_path()
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _resources(path: str, mtime: float) -> tuple[config_mod.Config, LiveSampler, Store]:
-    cfg = config_mod.load(path)
-    return cfg, LiveSampler(cfg), Store(cfg)
+def _resources(path: str, mtime: float, _cfg: config_mod.Config) -> tuple[LiveSampler, Store]:
+    """The sampler and store of one version of the config file (``_cfg`` is that version, read
+    through :mod:`console.configfile`; Streamlit keys the cache by path and mtime only)."""
+    return LiveSampler(_cfg), Store(_cfg)
 
 
-def load_config() -> config_mod.Config:
+def _current() -> tuple[configfile.Key, config_mod.Config]:
     """The config, or an error on the page (file, field, value) and a stopped script."""
-    path = config_path()
     try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        mtime = 0.0
-    try:
-        return _resources(str(path), mtime)[0]
+        return configfile.current()
     except config_mod.ConfigError as exc:
         st.error("The configuration cannot be loaded:\n\n" + "\n\n".join(
             f"`{secrets.mask(line)}`" for line in str(exc).splitlines()))
@@ -68,10 +65,13 @@ def load_config() -> config_mod.Config:
         raise  # unreachable: st.stop() raises
 
 
+def load_config() -> config_mod.Config:
+    return _current()[1]
+
+
 def get() -> Ctx:
-    path = config_path()
-    cfg = load_config()
-    _, sampler, store = _resources(str(path), path.stat().st_mtime if path.exists() else 0.0)
+    (path, mtime), cfg = _current()
+    sampler, store = _resources(path, mtime, cfg)
     ident = current()
     if ident is None:  # pages are only reachable after the sign-in gate in app.py
         st.stop()

@@ -36,7 +36,6 @@ import hashlib
 import html
 import logging
 import math
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +47,7 @@ from urllib.parse import quote, urlsplit
 
 from sqlalchemy import Engine
 
+from console import configfile
 from queueops import config as config_mod
 from queueops import users
 from queueops.store import sessions
@@ -67,30 +67,8 @@ ROUTES_INSTALLED = False
 # Config and store of the running console
 
 
-def config_path() -> Path:
-    return Path(os.environ.get("QUEUEOPS_CONFIG") or config_mod.DEFAULT_CONFIG).resolve()
-
-
 _lock = threading.Lock()
-_configs: dict[tuple[str, float], config_mod.Config] = {}
 _engines: dict[str, Engine] = {}
-
-
-def load_config() -> config_mod.Config:
-    """The console's config, read again when the file changes."""
-    path = config_path()
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        mtime = 0.0
-    with _lock:
-        cfg = _configs.get((str(path), mtime))
-    if cfg is None:
-        cfg = config_mod.load(path)
-        with _lock:
-            _configs.clear()
-            _configs[(str(path), mtime)] = cfg
-    return cfg
 
 
 def engine(cfg: config_mod.Config) -> Engine:
@@ -322,7 +300,7 @@ def routes() -> list[Any]:
         return HTMLResponse(body, status_code=status, headers={**_HEADERS, **(extra or {})})
 
     def local_signin() -> tuple[config_mod.Config, Path] | None:
-        cfg = load_config()
+        cfg = configfile.load()
         path = users_path(cfg)
         from console.auth import oidc_configured
 
