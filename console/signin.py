@@ -239,7 +239,8 @@ _HEADERS = {
 
 _NOTES = {
     "out": "You are signed out.",
-    "idle": "Your session ended after 30 min without activity: sign in again.",
+    "idle": ("Your session ended after 30 min without activity (a page refreshing itself is not activity): "
+             "sign in again to go back to it."),
     "expired": "Your session reached its 12 h limit: sign in again.",
     "changed": "Your account changed (password, role or removal): sign in again.",
     "ended": "Your session was ended: sign in again.",

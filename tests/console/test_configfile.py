@@ -11,7 +11,6 @@ import pytest
 from console import configfile
 from queueops.config import ConfigError
 
-
 TEXT = """
 [[targets]]
 name = "t"

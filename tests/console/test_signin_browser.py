@@ -14,16 +14,17 @@ import dataclasses
 import re
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import requests
 from playwright.sync_api import Browser, Page
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from queueops import users
 from queueops.store import open_engine, sessions
-from queueops.store.schema import audit_log, signin_throttle
+from queueops.store.schema import audit_log, console_sessions, signin_throttle
 from tests.console.browser import chromium, new_page, settle, sign_in
 from tests.console.conftest import (
     VIEWER,
@@ -218,6 +219,35 @@ def test_the_sign_in_throttle_survives_a_reload_and_a_new_browser(
     assert _session_cookie(fresh) is not None
     page.context.close()
     fresh.context.close()
+
+
+def test_an_idle_overview_says_its_session_expired_and_signing_in_goes_back_to_it(
+        browser: Browser, server: Server, console_env: ConsoleEnv, account: tuple[str, str]) -> None:
+    """The Overview's own refresh is not activity (an unattended screen still times out after 30 min
+    idle), but the page must not fail silently: its next refresh shows the sign-in page saying why,
+    and signing in returns to the page that was open."""
+    name, password = account
+    page = new_page(browser)
+    sign_in(page, server.url, name, password)
+    page.goto(f"{server.url}/?tab=x")
+    page.get_by_role("heading", name="Overview").wait_for()
+    settle(page)
+    engine = open_engine(console_env.config())
+    with engine.begin() as conn:  # 31 min since the user last did anything
+        conn.execute(update(console_sessions).where(console_sessions.c.user_name == name)
+                     .values(last_seen=datetime.now(UTC) - timedelta(minutes=31)))
+    _on_signin_page(page)  # by the Overview's own refresh: nobody reloads
+    assert page.get_by_text("Your session ended after 30 min without activity").is_visible()
+    assert "next=" in page.url
+    [row] = [r for r in sessions.read_log(engine, user=name) if r["outcome"] == "signed-out"]
+    assert "idle" in row["detail"]
+    engine.dispose()
+    page.get_by_role("textbox", name="Password").fill(password)
+    page.get_by_role("textbox", name="User").fill(name)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("heading", name="Overview").wait_for()
+    assert page.url.endswith("/?tab=x")
+    page.context.close()
 
 
 def test_the_sign_in_page_names_no_file_and_takes_hostile_text_and_no_cross_site_post(
