@@ -14,7 +14,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,6 +138,76 @@ def start_service(config_path: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "queueops.cli", "collect", "--config", str(config_path),
                              "--no-lake"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                             start_new_session=True)
+
+
+STUCK_SQL = "SELECT count(*) FROM lab.q_lease WHERE processing_started_at < now() - interval '20 seconds'"
+
+
+@dataclass
+class Stack:
+    """The live lab as an engineer runs it: its workload, ``queueops collect`` and ``queueops serve``."""
+
+    env: ConsoleEnv
+    server: Server
+    service: subprocess.Popen
+    artifacts: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def one(self, sql: str, *params: object) -> object:
+        """The first column of the first row of a query on the lab (None without a row)."""
+        with self.env.lab.connect() as conn:
+            row = conn.execute(sql, params).fetchone()
+            return row[0] if row else None
+
+    def stuck(self) -> int:
+        """Leases older than the lab's lease timeout (20 s), as the database sees them."""
+        return int(self.one(STUCK_SQL))  # type: ignore[arg-type]
+
+    def fault(self, name: str, on: bool) -> float:
+        """Switch a lab fault; returns when (``time.monotonic()``)."""
+        from queueops.lab import control
+
+        control.set_fault(name, on, self.env.lab.state_dir)
+        return time.monotonic()
+
+
+@contextmanager
+def live_stack(console_env: ConsoleEnv, artifacts: Path, name: str, faults: Iterable[str] = ()) -> Iterator[Stack]:
+    """A clean lab with its workload running and ``faults`` switched on from the start, the collector
+    service and the console; everything stopped and the lab reset afterwards. Logs go to
+    artifacts/console/NAME-service.log and NAME-console.log."""
+    from queueops.lab import control
+
+    env = reset_console(console_env)
+    lab = env.lab
+    control.start_workload(lab.state_dir, lab.config_path)
+    server = None
+    service = None
+    try:
+        for fault in faults:
+            control.set_fault(fault, True, lab.state_dir)
+        service = start_service(env.config_path, artifacts / f"{name}-service.log")
+        server = start_console(env.config_path, artifacts / f"{name}-console.log")
+        yield Stack(env, server, service, artifacts)
+    finally:
+        if server is not None:
+            stop(server.proc)
+        if service is not None:
+            stop(service)
+        control.stop_workload(lab.state_dir)
+        lab.reset()
+
+
+def open_page(page: object, stack: Stack, path: str) -> None:
+    """Go to a console page (``""`` is the Overview) and wait until it is drawn."""
+    from tests.console.browser import settle
+
+    page.goto(f"{stack.url}/{path}")  # type: ignore[attr-defined]
+    page.locator("h1").first.wait_for()  # type: ignore[attr-defined]
+    settle(page)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")

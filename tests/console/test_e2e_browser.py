@@ -10,69 +10,26 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from subprocess import Popen
 
 import pytest
 from playwright.sync_api import Browser, Page
 
 from queueops.lab import control
 from tests.console.browser import chromium, exceptions, grid_records, new_page, screenshot, settle, sign_in
-from tests.console.conftest import (
-    OPERATOR,
-    VIEWER,
-    ConsoleEnv,
-    Server,
-    copy_for_readme,
-    reset_console,
-    start_console,
-    start_service,
-    stop,
-)
+from tests.console.conftest import OPERATOR, VIEWER, ConsoleEnv, Stack, copy_for_readme, live_stack, open_page
 
 pytestmark = pytest.mark.browser
 PAGES = {"": "Overview", "queue": "Queue", "audit": "Audit", "trends": "Trends", "settings": "Settings"}
 ACTION_BUTTON = re.compile(r"Preview|Confirm|Requeue|Rebuild|Reset watermark|Archive")
-STUCK_SQL = "SELECT count(*) FROM lab.q_lease WHERE processing_started_at < now() - interval '20 seconds'"
-
-
-@dataclass
-class Stack:
-    env: ConsoleEnv
-    server: Server
-    service: Popen
-    artifacts: Path
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def stuck(self) -> int:
-        """Leases older than the lab's lease timeout (20 s), as the database sees them."""
-        with self.env.lab.connect() as conn:
-            return int(conn.execute(STUCK_SQL).fetchone()[0])
 
 
 @pytest.fixture(scope="module")
 def stack(console_env: ConsoleEnv, artifacts: Path) -> Iterator[Stack]:
-    console_lab = reset_console(console_env)
-    lab = console_lab.lab
-    control.start_workload(lab.state_dir, lab.config_path)
-    # On from the start: stuck leases need a lease timeout (20 s) to appear; the first pages
-    # render meanwhile.
-    control.set_fault("dead-consumer", True, lab.state_dir)
-    service = start_service(console_lab.config_path, artifacts / "service.log")
-    server = None
-    try:
-        server = start_console(console_lab.config_path, artifacts / "console.log")
-        yield Stack(console_lab, server, service, artifacts)
-    finally:
-        if server is not None:
-            stop(server.proc)
-        stop(service)
-        control.stop_workload(lab.state_dir)
-        lab.reset()
+    # dead-consumer on from the start: stuck leases need a lease timeout (20 s) to appear; the
+    # first pages render meanwhile.
+    with live_stack(console_env, artifacts, "e2e", faults=["dead-consumer"]) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
@@ -86,12 +43,6 @@ def operator(browser: Browser, stack: Stack) -> Page:
     page = new_page(browser)
     sign_in(page, stack.url, OPERATOR[0], OPERATOR[1])
     return page
-
-
-def open_page(page: Page, stack: Stack, path: str) -> None:
-    page.goto(f"{stack.url}/{path}")
-    page.locator("h1").first.wait_for()
-    settle(page)
 
 
 def lease_row(page: Page) -> dict[str, str]:
@@ -135,7 +86,7 @@ def test_dead_consumer_turns_the_lease_queue_critical(operator: Page, stack: Sta
 
 def test_an_operator_requeues_through_clicks_and_the_stuck_leases_are_gone(operator: Page, stack: Stack) -> None:
     lab = stack.env.lab
-    control.set_fault("dead-consumer", False, lab.state_dir)  # the items it took stay stuck
+    stack.fault("dead-consumer", False)  # the items it took stay stuck
     assert stack.stuck() > 0
     open_page(operator, stack, "queue?queue=lease")
     operator.get_by_role("button", name="Preview").click()
