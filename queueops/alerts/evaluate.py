@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from queueops import causes
 from queueops.alerts.rules import Rule
 from queueops.rows import SnapshotRow
 
@@ -47,6 +48,7 @@ class Transition:
     value: float | None
     at: datetime
     active_since: datetime  # when the condition was first seen (start of pending/firing)
+    queue_state: str = ""   # the queue's one state after this cycle (judge.queue_state of its firing alerts)
 
     @property
     def key(self) -> Key:
@@ -55,9 +57,12 @@ class Transition:
 
 def evaluate(rules: Iterable[Rule], rows: Iterable[SnapshotRow], states: Mapping[Key, AlertState],
              now: datetime) -> tuple[dict[Key, AlertState | None], list[Transition]]:
-    """Return the states that changed (``None`` = delete) and the transitions to announce."""
+    """Return the states that changed (``None`` = delete) and the transitions to announce. The
+    cycle's rows are judged together with the root-cause rows derived from them
+    (:func:`queueops.causes.cause_rows`)."""
+    rows = list(rows)
     latest: dict[tuple[str, str, str], float] = {}
-    for r in rows:
+    for r in (*rows, *causes.cause_rows(rows)):
         if r.value is not None:
             latest[(r.target, r.queue, r.metric)] = r.value
     # Each rule reads only the rows it applies to: its metric's, and of its queues when it names

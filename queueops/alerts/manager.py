@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from sqlalchemy import Engine, bindparam, delete, insert, select, update
 
+from queueops import judge
 from queueops.alerts import notify
 from queueops.alerts.evaluate import AlertState, Key, Transition, evaluate
 from queueops.alerts.rules import Rule
@@ -68,8 +70,22 @@ class AlertManager:
         with self._lock:
             return [s for s in self.states.values() if s.state == "firing"]
 
+    def queue_state(self, target: str, queue: str) -> judge.State:
+        """The queue's one state as its alerts see it: :func:`queueops.judge.queue_state` of the
+        severities of its firing alerts, metrics' and root causes' alike -- the rule the Overview
+        and the report apply to the same verdicts."""
+        rules = {r.name: r for r in self.rules}
+        metric: list[str] = []
+        found: list[str] = []
+        for s in self.states.values():
+            rule = rules.get(s.rule)
+            if s.state == "firing" and s.target == target and s.queue == queue and rule is not None:
+                (found if rule.finding else metric).append(rule.severity)
+        return judge.queue_state(metric, found)
+
     def on_cycle(self, rows: Sequence[SnapshotRow], now: datetime | None = None) -> list[Transition]:
-        """Evaluate every rule on one cycle's rows; persist, log and queue notifications."""
+        """Evaluate every rule on one cycle's rows; persist, log and queue notifications. Each
+        transition carries its queue's state after the cycle (:meth:`queue_state`)."""
         now = now or utcnow()
         with self._lock:
             changes, transitions = evaluate(self.rules, rows, self.states, now)
@@ -79,6 +95,7 @@ class AlertManager:
                 else:
                     self.states[key] = st
                 self._unsaved[key] = st
+            transitions = [replace(t, queue_state=self.queue_state(t.target, t.queue)) for t in transitions]
             self._events += [{"at": t.at, "rule": t.rule.name, "target": t.target, "queue": t.queue,
                               "state": t.state, "severity": t.rule.severity, "metric": t.rule.metric,
                               "value": t.value, "active_since": t.active_since, "condition": t.rule.describe()}

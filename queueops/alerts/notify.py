@@ -40,16 +40,25 @@ def payload(t: Transition) -> dict[str, Any]:
         "at": t.at.isoformat(),
         "active_since": t.active_since.isoformat(),
         "source": t.rule.source,
-        "advice": judge.metric_advice(t.rule.metric, t.queue) if t.state == "firing" else "",
+        "advice": _advice(t) if t.state == "firing" else "",
+        "queue_state": t.queue_state,
     }
+
+
+def _advice(t: Transition) -> str:
+    """The judge's advice for the alert's finding (a root cause), else for its metric's rule."""
+    if t.rule.finding in judge.RULES:
+        return judge.advice(t.rule.finding, t.queue)
+    return judge.metric_advice(t.rule.metric, t.queue)
 
 
 def log_line(t: Transition) -> None:
     """One line per transition: WARNING when firing, INFO when resolved."""
     level = logging.WARNING if t.state == "firing" else logging.INFO
     where = f"{t.target}/{t.queue}" if t.queue else t.target
-    log.log(level, "ALERT %s %s [%s] on %s: %s (value %s)", t.state.upper(), t.rule.name, t.rule.severity,
-            where, t.rule.describe(), "n/a" if t.value is None else f"{t.value:g}")
+    state = f"; queue {t.queue_state}" if t.queue_state else ""
+    log.log(level, "ALERT %s %s [%s] on %s: %s (value %s%s)", t.state.upper(), t.rule.name, t.rule.severity,
+            where, t.rule.describe(), "n/a" if t.value is None else f"{t.value:g}", state)
 
 
 def post_json(url: str, body: dict[str, Any], timeout: float) -> None:

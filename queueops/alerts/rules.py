@@ -14,6 +14,14 @@ otherwise a small fragmented index would alert forever with no action that clear
 the judge judges on several consecutive samples (stuck leases) gets a ``for`` of that many
 collection intervals, so an alert fires on the sample the console and the pipeline turn red on.
 
+Root causes (issue 32, one severity): for each queue, rules ``cause:snapshot:*``,
+``cause:table_lock:*`` and ``cause:head_blocker:*`` judge the rows :mod:`queueops.causes` derives
+from the target-wide snapshot and blocker rows, at the judge's own levels, so an old snapshot, a
+session holding the queue's table or the head of its waiters pages with the severity the Overview
+gives that queue (``snapshot-hold`` had no rule at all). They are threshold rules in all else
+(the same hold and hysteresis) and are on whenever ``[alerts] thresholds`` is; an explicit rule
+on the same metric for the queue replaces them.
+
 Hysteresis (issue 32: 19 alerts fired and resolved in 30 minutes on the calm lab): a threshold
 rule resolves only once its condition has been false for ``[alerts] thresholds_clear_for_s`` and
 its value is ``thresholds_clear_margin`` of the level back past it; explicit rules set
@@ -25,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from queueops import catalog, judge
+from queueops import catalog, causes, judge
 from queueops.config import Config
 from queueops.judge import OPS, Guard
 
@@ -47,6 +55,9 @@ class Rule:
     # (with clear_value) only while the value is past clear_value, not merely back across value.
     clear_for_s: float = 0.0
     clear_value: float | None = None
+    # The judge's rule (queueops.judge.RULES) whose finding this alert is, for its advice: a root
+    # cause's rule reads a row of queueops.causes, which the catalog does not know.
+    finding: str | None = None
 
     def applies(self, queue: str) -> bool:
         return not self.queues or queue in self.queues
@@ -119,6 +130,12 @@ def effective_rules(cfg: Config) -> list[Rule]:
                                 frozenset({q.name}), severity, "threshold", judge.guards(metric),
                                 float(cfg.alerts.thresholds_clear_for_s),
                                 _clear_level(op, float(level), cfg.alerts.thresholds_clear_margin)))
+        for name, (metric, finding, severity, level) in causes.levels().items():
+            if metric in covered:
+                continue
+            out.append(Rule(name, metric, ">=", float(level), _hold_s(cfg, metric), frozenset({q.name}), severity,
+                            "threshold", (), float(cfg.alerts.thresholds_clear_for_s),
+                            _clear_level(">=", float(level), cfg.alerts.thresholds_clear_margin), finding))
     return out
 
 
