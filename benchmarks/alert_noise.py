@@ -74,6 +74,26 @@ def firing_now(store: Path) -> list[str]:
     return []
 
 
+def peaks(store: Path, since: datetime, until: datetime, metric: str = "oldest_age_s") -> dict[str, Any]:
+    """Per queue, the highest ``metric`` of the phase and how many samples were at or above each
+    level of interest: is the calm workload itself reaching the warn line?"""
+    out: dict[str, Any] = {}
+    with contextlib.suppress(sqlite3.Error), sqlite3.connect(store, timeout=60) as db:
+        rows = db.execute("SELECT queue, ts, value FROM snapshots WHERE metric = ? AND queue <> '' "
+                          "AND value IS NOT NULL", (metric,)).fetchall()
+        by_queue: dict[str, list[float]] = {}
+        for queue, ts, value in rows:
+            at = datetime.fromisoformat(str(ts)).replace(tzinfo=UTC)
+            if since <= at < until:
+                by_queue.setdefault(queue, []).append(float(value))
+        for queue, values in sorted(by_queue.items()):
+            values.sort()
+            out[queue] = {"samples": len(values), "max": round(values[-1], 1),
+                          "p99": round(values[int(0.99 * (len(values) - 1))], 1),
+                          "at_or_above_20": sum(v >= 20 for v in values), "at_or_above_30": sum(v >= 30 for v in values)}
+    return out
+
+
 def summary(evs: list[dict[str, Any]], minutes: float) -> dict[str, Any]:
     fired = Counter(f"{e['rule']} on {e['queue']}" for e in evs if e["state"] == "firing")
     resolved = Counter(f"{e['rule']} on {e['queue']}" for e in evs if e["state"] == "resolved")
@@ -104,6 +124,11 @@ def remedy(lab: PrivateLab, config: Path, fault: str) -> list[dict[str, Any]]:
     return []
 
 
+def _lab_warn(config_text: str) -> float | None:
+    m = re.search(r"oldest_age_s = \{ warn = ([0-9.]+)", config_text)
+    return float(m.group(1)) if m else None
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     load_start = loadavg()
     print(f"alert_noise: starting a private lab (load average {load_start})", file=sys.stderr)
@@ -119,11 +144,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         alerts += "thresholds_for_s = 0\nthresholds_clear_for_s = 0\nthresholds_clear_margin = 0\n"
     text = text.replace("[schedule]\n", alerts + "\n[schedule]\n", 1)
     text = re.sub(r"(?m)^export_every_s = .*$", "export_every_s = 86400", text, count=1)
-    if args.oldest_age_warn is not None:  # the lab's queues warn at 20 s; the calm wave's crests reach it
+    if args.oldest_age_warn is not None:  # another line than the lab's own (queueops/lab/config.py)
         text = re.sub(r"oldest_age_s = \{ warn = [0-9.]+", f"oldest_age_s = {{ warn = {args.oldest_age_warn:g}", text)
     cfg.write_text(text)
     result: dict[str, Any] = {"benchmark": "alert_noise", "hysteresis": not args.no_hysteresis,
-                              "oldest_age_warn_s": args.oldest_age_warn if args.oldest_age_warn is not None else 20,
+                              "oldest_age_warn_s": args.oldest_age_warn if args.oldest_age_warn is not None else _lab_warn(text),
                               "settings": {"fast_s": args.fast_s, "slow_s": args.slow_s, "fault_s": args.fault_s,
                                            "quiet_s": args.quiet_s, "warm_up_s": args.warm_up_s}}
     svc: Child | None = None
@@ -137,6 +162,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t1 = now_utc()
         calm = summary(events(store, t0, t1), (t1 - t0).total_seconds() / 60)
         calm["firing_at_end"] = firing_now(store)
+        calm["oldest_age_s_per_queue"] = peaks(store, t0, t1)
         calm["events"] = events(store, t0, t1)[:50]
         result["calm"] = calm
         phases = []
@@ -184,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fast-s", type=float, default=5.0)
     p.add_argument("--slow-s", type=float, default=30.0)
     p.add_argument("--no-hysteresis", action="store_true", help="no hold, no hysteresis: the behaviour before issue 32 (control)")
-    p.add_argument("--oldest-age-warn", type=float, help="the lab queues' oldest_age_s warn level (lab: 20 s)")
+    p.add_argument("--oldest-age-warn", type=float, help="the lab queues' oldest_age_s warn level "
+                   "(default: the lab's own, queueops/lab/config.py)")
     p.add_argument("--keep", action="store_true", help="keep the lab folder (logs, store)")
     args = p.parse_args(argv)
     print(json.dumps(run(args), indent=2, default=str))
