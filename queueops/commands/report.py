@@ -33,7 +33,8 @@ def _report(args: argparse.Namespace) -> int:
     from queueops.report import write_report
 
     cfg = load_config(args)
-    gold = Path(args.gold) if args.gold else cfg.path(cfg.pipeline.out)
+    setting, gold_value = ("--gold", args.gold) if args.gold else ("[pipeline] out", cfg.pipeline.out)
+    gold: str | Path = gold_value if "://" in gold_value else cfg.path(gold_value)
     out = Path(args.out) if args.out else cfg.path(cfg.report.path)
     if args.date:
         try:
@@ -42,7 +43,17 @@ def _report(args: argparse.Namespace) -> int:
             datetime.strptime(args.date, "%Y-%m-%d")
         except ValueError:
             return fail(f"--date {args.date!r}: expected YYYY-MM-DD", 2)
-    if not args.no_pipeline and cfg.path(cfg.lake.path).exists():
+    from queueops.report.data import GoldError, gold_location
+
+    try:
+        gold_location(gold, setting)
+    except GoldError as exc:
+        return fail(str(exc), 2)
+    if not args.no_pipeline and "://" in cfg.lake.path:
+        print(f"queueops report: [lake] path = {cfg.lake.path!r} is a URI: the pipeline is not run "
+              "first (run 'queueops pipeline run' before, or let the service's after_export do it); reporting "
+              "what the gold tables hold", file=sys.stderr)
+    elif not args.no_pipeline and cfg.path(cfg.lake.path).exists():
         cmd = [sys.executable, "-m", "queueops.cli", "pipeline", "run", "--quiet", "--out", str(gold)]
         if cfg.source:
             cmd += ["--config", cfg.source]
@@ -59,7 +70,7 @@ def _report(args: argparse.Namespace) -> int:
         from queueops import secrets
 
         print(f"queueops report: store unavailable: {secrets.mask(str(exc))}", file=sys.stderr)
-    result = write_report(gold, out, day=args.date, hours=args.hours, audit_engine=engine)
+    result = write_report(gold, out, day=args.date, hours=args.hours, audit_engine=engine, setting=setting)
     if args.json:
         print_json(result)
     else:

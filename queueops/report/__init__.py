@@ -13,7 +13,7 @@ from typing import Any
 from queueops.report import data, html
 
 
-def period(gold: Path, day: str | None, hours: float, now: datetime | None = None) -> tuple[datetime, datetime]:
+def period(gold: data.Lake, day: str | None, hours: float, now: datetime | None = None) -> tuple[datetime, datetime]:
     """The UTC day ``day`` (YYYY-MM-DD), else the ``hours`` before the last pipeline run's as_of
     (else before now)."""
     if day:
@@ -23,11 +23,15 @@ def period(gold: Path, day: str | None, hours: float, now: datetime | None = Non
     return end - timedelta(hours=hours), end
 
 
-def write_report(gold: Path, out: Path, *, day: str | None = None, hours: float = 24.0,
-                 audit_engine: Any | None = None, now: datetime | None = None) -> dict[str, Any]:
-    """Write the report to ``out`` (atomically) and return what it holds."""
-    start, end = period(gold, day, hours, now)
-    d = data.load(gold, start, end, audit_engine)
+def write_report(gold: str | Path, out: Path, *, day: str | None = None, hours: float = 24.0,
+                 audit_engine: Any | None = None, now: datetime | None = None,
+                 setting: str = "[pipeline] out") -> dict[str, Any]:
+    """Write the report to ``out`` (atomically) and return what it holds. ``gold`` is a local
+    folder or a URI pyarrow reads (``s3://...``, ``file://...``); one it cannot open raises
+    :class:`~queueops.report.data.GoldError` naming ``setting`` and the value."""
+    lake = data.gold_location(gold, setting)
+    start, end = period(lake, day, hours, now)
+    d = data.load(lake, start, end, audit_engine, shown=str(gold))
     text = html.render(d, now or datetime.now(UTC))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
@@ -35,5 +39,6 @@ def write_report(gold: Path, out: Path, *, day: str | None = None, hours: float 
     tmp.replace(out)
     return {"path": str(out), "start": start.isoformat(), "end": end.isoformat(), "findings": len(d.findings),
             "critical": int((d.findings["severity"] == "crit").sum()) if not d.findings.empty else 0,
+            "queue_states": {f"{r.target}/{r.queue}": r.state for r in data.queue_states(d.findings).itertuples()},
             "forecasts": len(d.forecasts), "actions": len(d.audit), "problems": d.problems,
             "bytes": out.stat().st_size}

@@ -17,7 +17,8 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from pipeline import metrics as m
-from queueops.report.data import ReportData
+from queueops import judge
+from queueops.report.data import ReportData, queue_states
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1b1f24;max-width:1200px}
@@ -72,7 +73,7 @@ def _findings(d: ReportData) -> str:
     for (rule, target, queue), g in f.sort_values(["rank", "hour_start"], ascending=[True, False]).groupby(
             ["rule", "target", "queue"], sort=False):
         last = g.sort_values("hour_start").iloc[-1]
-        worst = "crit" if (g["severity"] == "crit").any() else "warn"
+        worst = judge.worst_state(g["severity"])
         rows.append((0 if worst == "crit" else 1, [
             sev(worst), esc(rule), qname(target, queue), esc(len(g)),
             esc(g["first_ts"].min()) + " &ndash; " + esc(g["last_ts"].max()), esc(last["summary"]),
@@ -81,6 +82,15 @@ def _findings(d: ReportData) -> str:
     rows.sort(key=lambda r: r[0])
     return table(["severity", "rule", "queue", "hours", "when", "latest", "recommended action", ""],
                  [r for _, r in rows])
+
+
+def _states(d: ReportData) -> str:
+    """Each queue's one state (judge.queue_state of its findings, root causes included)."""
+    s = queue_states(d.findings)
+    if s.empty:
+        return "<p>Every queue stayed within its thresholds and no root cause was seen.</p>"
+    return table(["state", "queue", "from"], [[sev(r.state), qname(r.target, r.queue), esc(r.rules)]
+                                              for r in s.itertuples()])
 
 
 def _forecasts(d: ReportData) -> str:
@@ -177,8 +187,10 @@ def render(d: ReportData, generated: datetime) -> str:
     crit = int((f["severity"] == "crit").sum()) if not f.empty else 0
     warn = int((f["severity"] == "warn").sum()) if not f.empty else 0
     queues = len(set(zip(f["target"], f["queue"], strict=True))) if not f.empty else 0
+    states = queue_states(f)["state"].value_counts() if not f.empty else {}
     ok_fc = int((d.forecasts["status"] == "ok").sum()) if not d.forecasts.empty else 0
     cards = "".join(f'<div class="card"><b>{esc(v)}</b>{esc(k)}</div>' for k, v in [
+        ("queues critical", int(states.get("crit", 0))), ("queues warning", int(states.get("warn", 0))),
         ("critical findings (queue-hours)", crit), ("warnings (queue-hours)", warn), ("queues with findings", queues),
         ("forecasts that cross a threshold", ok_fc), ("actions taken", len(d.audit))])
     problems = "".join(f'<p class="problem">{esc(p)}</p>' for p in d.problems)
@@ -197,6 +209,7 @@ def render(d: ReportData, generated: datetime) -> str:
 <p class="muted">{esc(d.start)} &ndash; {esc(d.end)} &middot; generated {esc(generated)} &middot; gold tables: {esc(d.gold)}</p>
 {problems}
 <div class="cards">{cards}</div>
+<h2>Queue states</h2>{_states(d)}
 <h2>Findings</h2>{_findings(d)}
 <h2>Forecasts</h2>{_forecasts(d)}
 <h2>Charts</h2>{charts}
