@@ -203,3 +203,25 @@ def measured_reads(cfg: config.Config, queue: str, conn: psycopg.Connection,
                              if n.get("Relation Name") == table}))
         out.append(Reads(name, buffers, int(pages[0]) if pages else 0, used))
     return out
+
+
+def analyze(conn: psycopg.Connection, qualified: str) -> None:
+    """ANALYZE a built table as test_depth_production does: every row sampled (statistics target
+    1,000), so a 10 % bound tests an estimate's method, not ANALYZE's sampling error; the insert's
+    live-row count flushed first (flushed after, n_live_tup would count the rows twice)."""
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    conn.execute("SELECT 1")
+    conn.execute("SET default_statistics_target = 1000")
+    conn.execute(f"ANALYZE {qualified}")
+    conn.execute("RESET default_statistics_target")
+
+
+def wait_gone(conn: psycopg.Connection, pid: int, timeout_s: float = 30.0) -> None:
+    """Wait until backend ``pid`` has left pg_stat_activity (a terminated worker's session, whose
+    advisory locks go with it)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+        assert time.monotonic() < deadline, f"backend {pid} still there after {timeout_s} s"
+        time.sleep(0.05)
