@@ -36,8 +36,11 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
                                              ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
        'enqueue time from the side table, oldest by key' AS note
 -- @block due
+-- {unlocked_and} (advisory_lock, Que): a job a worker holds by its advisory lock is running, not
+-- waiting; the oldest waiting one is the oldest due job no session holds (issue 29: a locked job,
+-- the oldest since the worker takes the oldest first, was read as the oldest waiting one).
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       greatest(coalesce(extract(epoch FROM {clock} - (SELECT {due} FROM {table} WHERE {due} <= {clock}{open_and}
+       greatest(coalesce(extract(epoch FROM {clock} - (SELECT {due} FROM {table} WHERE {due} <= {clock}{open_and}{unlocked_and}
                                                       ORDER BY {due} LIMIT 1)), 0), 0)::float8 AS value,
        '' AS note
 -- @block ring
@@ -102,6 +105,6 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
 -- A due queue with max_attempts (issue 33): the oldest due item below it.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        greatest(coalesce(extract(epoch FROM {clock} - (SELECT {due} FROM {table}
-                                                      WHERE {due} <= {clock} AND NOT {exhausted}{open_and}
+                                                      WHERE {due} <= {clock} AND NOT {exhausted}{open_and}{unlocked_and}
                                                       ORDER BY {due} LIMIT 1)), 0), 0)::float8 AS value,
        'oldest due item below max_attempts' AS note
