@@ -48,14 +48,17 @@ def session_zone(url: str, password: str, zone: str) -> str:
 
 
 def make_config(url: str, password_file: Path, zone: str, queues: Iterable[Mapping[str, Any]],
-                store: Path | None = None) -> config.Config:
+                store: Path | None = None, role: str | None = None) -> config.Config:
     """A config of one target (the test server, read in ``zone``) and ``queues`` on it; ``store``:
-    the SQLite file actions audit to (a test's own tmp path)."""
+    the SQLite file actions audit to (a test's own tmp path); ``role``: the identity's default role
+    (``operator`` to execute an action)."""
     raw: dict[str, Any] = {"targets": [{"name": "t", "dialect": "postgresql", "url": zone_url(url, zone),
                                         "password": f"file:{Path(password_file).resolve()}"}],
                            "queues": [{"target": "t", **q} for q in queues]}
     if store is not None:
         raw["store"] = {"url": f"sqlite:///{store}"}
+    if role is not None:
+        raw["identity"] = {"default_role": role}
     return config.parse(raw)
 
 
