@@ -1,14 +1,14 @@
 -- depth: items ready to dequeue now, per queue kind; also rows_total and per-status counts.
 -- Counting is bounded: every count reads at most :cap entries in index order (ORDER BY ... LIMIT,
 -- so the planner walks an index and stops; a bitmap scan would read every match first), so a count
--- is exact below the cap. A status count reads each value on its own (`{status} = u.s ORDER BY
--- {status}, {key}`), so a table without an index on the status column is walked along its key and
--- stops at the cap. Open (issue 29): the value comes from unnest, so the planner cannot match it to
--- a library's status index or its partial indexes (Oban, River: the primary key is walked, ~9,000
--- buffers at 200,000 rows). Typed constants in one `= ANY (ARRAY[...]) ORDER BY {status}` read
--- served Oban and River (~2,000 buffers), but on a table with no index leading with the status
--- column (procrastinate's finished statuses) it became a sequential scan and a sort of the whole
--- table every cycle; the choice needs the table's indexes, and is not made yet. At the cap the value is
+-- is exact below the cap. A status count's read follows the table's indexes (issue 29), chosen where
+-- the column types are read (coltypes.status_read_fragments, from catalog_types' leads_index):
+-- `FROM {ready_rows} ... WHERE {status} {ready_match} ORDER BY {status_order}` is one read of
+-- `= ANY (ARRAY[typed constants]) ORDER BY {status}` when a btree index leads with the status
+-- column (Oban, River: their fetch index; the per-value read below walked their primary key,
+-- ~9,000 buffers at 200,000 rows), and each value on its own from unnest, `= u.s ORDER BY {status},
+-- {key}`, when none does (procrastinate: the ANY read was a sequential scan and a sort of the whole
+-- table there), walked along the key and stopping at the cap. At the cap the value is
 -- an estimate from the planner's statistics and the note says which:
 --   'estimate (pg_class.reltuples)'      rows in the table
 --   'estimate (pg_stats MCV)'            reltuples x the share of the status values
@@ -107,15 +107,15 @@ WHERE c.queue = :queue
 -- @block status
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
-CROSS JOIN LATERAL (SELECT (SELECT sum(x.n) FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS ready,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
+CROSS JOIN LATERAL (SELECT (SELECT sum(x.n) FROM {ready_rows}
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} {ready_match}{open_and}
+                                                             ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS ready,
+             (SELECT sum(x.n) FROM {processing_rows}
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} {processing_match}{open_and}
+                                                             ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS processing,
+             (SELECT sum(x.n) FROM {done_rows}
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} {done_match}{open_and}
+                                                             ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS done,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
@@ -329,19 +329,21 @@ WHERE c.queue = :queue
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
 CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
+             (SELECT sum(x.n) FROM {processing_rows}
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} {processing_match}{open_and}
+                                                             ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS processing,
+             (SELECT sum(x.n) FROM {done_rows}
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} {done_match}{open_and}
+                                                             ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS done,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
-      FROM (SELECT x.ready, x.exhausted, x.seen, x.seen >= :cap AS capped
-            FROM (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
-                         count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
-                  FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {status} = ANY (ARRAY[{ready_list}]){open_and}
-                        ORDER BY {status} LIMIT :cap) AS l) AS x) AS r
+      FROM (SELECT sum(x.ready) AS ready, sum(x.exhausted) AS exhausted, sum(x.seen) AS seen,
+                   bool_or(x.seen >= :cap) AS capped
+            FROM {ready_rows}
+            CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
+                                       count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
+                                FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {status} {ready_match}{open_and}
+                                      ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS r
       OFFSET 0) AS n
 CROSS JOIN LATERAL (SELECT NOT n.capped AND n.total < :cap AND n.processing < :cap AND n.done < :cap AS all_exact) AS t
 -- Above the cap (issue 29: a lower bound of 1,000 for 5,000 waiting Oban jobs): the ready values'
@@ -393,12 +395,12 @@ WHERE c.queue = :queue
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
 CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped, r.scheduled, r.scheduled_capped,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS processing,
-             (SELECT sum(x.n) FROM unnest(ARRAY[:done_values]::{status_type}[]) AS u (s)
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} = u.s{open_and}
-                                                             ORDER BY {status}, {key} LIMIT :cap) AS l) AS x) AS done,
+             (SELECT sum(x.n) FROM {processing_rows}
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} {processing_match}{open_and}
+                                                             ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS processing,
+             (SELECT sum(x.n) FROM {done_rows}
+              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} {done_match}{open_and}
+                                                             ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS done,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       FROM (SELECT sum(d.ready + z.ready) AS ready, sum(d.exhausted + z.exhausted) AS exhausted,

@@ -6,9 +6,15 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
        coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table}{open_where} ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
        '' AS note
 -- @block status
+-- The oldest of at most :cap ready items, read as depth reads them ({ready_rows}, {ready_match},
+-- {status_order}: through an index leading with the status column, else per value along the key;
+-- issue 29: the (status, key) read walked Oban's and River's primary key past every finished row).
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table} WHERE {status} IN (:ready_values){open_and}
-                                             ORDER BY {status}, {key} LIMIT 1)), 0)::float8 AS value,
+       coalesce(extract(epoch FROM {clock} - (
+           SELECT min(x.enq) FROM {ready_rows}
+           CROSS JOIN LATERAL (SELECT min(l.enq) AS enq
+                               FROM (SELECT {enqueued_at} AS enq FROM {table} WHERE {status} {ready_match}{open_and}
+                                     ORDER BY {status_order} LIMIT :cap) AS l) AS x)), 0)::float8 AS value,
        '' AS note
 -- @block delete_heap
 -- order = "heap": the key says nothing about age (a GUID, a priority first), so the oldest item is
@@ -79,13 +85,15 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
        'since runnable: greatest(enqueued_at, runnable_at) of the ready items below max_attempts' AS note
 -- @block status_follow
 -- A status queue with max_attempts (issue 31): the oldest ready item below it, of at most :cap
--- ready items read through (status, key).
+-- ready items read as block status reads them.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        coalesce(extract(epoch FROM {clock} - (
-           SELECT min(l.enq) FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted FROM {table}
-                                   WHERE {status} IN (:ready_values){open_and} ORDER BY {status}, {key} LIMIT :cap) AS l
-           WHERE NOT l.exhausted)), 0)::float8 AS value,
-       'oldest ready item below max_attempts (of the first cap by status and key)' AS note
+           SELECT min(x.enq) FROM {ready_rows}
+           CROSS JOIN LATERAL (SELECT min(l.enq) AS enq
+                               FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted FROM {table}
+                                     WHERE {status} {ready_match}{open_and} ORDER BY {status_order} LIMIT :cap) AS l
+                               WHERE NOT l.exhausted) AS x)), 0)::float8 AS value,
+       'oldest ready item below max_attempts (of the first cap read)' AS note
 -- @block status_follow_runnable
 -- With runnable_at: age since the item became runnable, greatest(enqueued_at, runnable_at), read in
 -- (status, runnable_at) order through an index on those columns (see depth.sql), at most :cap

@@ -128,9 +128,10 @@ CROSS JOIN LATERAL (VALUES
                       :qualified_table::text, :lease_name::text, :lease_name::text) END)
 ) AS v (metric, value, note)
 -- @block status
--- One read of at most :cap processing items per value, in (status, key) order, gives both the
--- stuck count and the oldest change: each row costs a heap fetch (status_changed_at is not in the
--- status index), so the two figures share it, and no cycle reads more than :cap rows per value.
+-- One read of at most :cap processing items (per value, in (status, key) order, or one read in
+-- status order through an index leading with the status column: {processing_rows},
+-- {processing_match}, {status_order}, see depth.sql) gives both the stuck count and the oldest
+-- change: each row costs a heap fetch (status_changed_at is not in the status index), so the two figures share it, and no cycle reads more than :cap rows per value.
 -- When a value has :cap processing items or more, the count covers only those read ('at least').
 -- Without an index leading with the status column, the library's own partial index (prelude,
 -- status_partial: procrastinate's WHERE status = 'doing', pgqueuer's WHERE status = 'picked') is
@@ -144,12 +145,12 @@ FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed, q.status_partial A
 CROSS JOIN LATERAL (
     SELECT sum(x.n) AS n, min(x.oldest) AS oldest, max(x.seen) AS seen
     FROM (
-        SELECT x.* FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+        SELECT x.* FROM {processing_rows}
         CROSS JOIN LATERAL (
             SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s)) AS n,
                    min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed FROM {table} WHERE {status} = u.s{open_and}
-                  ORDER BY {status}, {key} LIMIT :cap) AS p) AS x
+            FROM (SELECT {status_changed_at} AS changed FROM {table} WHERE {status} {processing_match}{open_and}
+                  ORDER BY {status_order} LIMIT :cap) AS p) AS x
         WHERE ix.counted AND NOT ix.partial
         UNION ALL
         SELECT x.* FROM (SELECT 1 WHERE ix.partial) AS g
@@ -243,12 +244,12 @@ FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed, q.status_partial A
 CROSS JOIN LATERAL (
     SELECT sum(x.n) AS n, min(x.oldest) AS oldest, max(x.seen) AS seen
     FROM (
-        SELECT x.* FROM unnest(ARRAY[:processing_values]::{status_type}[]) AS u (s)
+        SELECT x.* FROM {processing_rows}
         CROSS JOIN LATERAL (
             SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s) AND NOT p.exhausted) AS n,
                    min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed, {exhausted} AS exhausted FROM {table} WHERE {status} = u.s{open_and}
-                  ORDER BY {status}, {key} LIMIT :cap) AS p) AS x
+            FROM (SELECT {status_changed_at} AS changed, {exhausted} AS exhausted FROM {table} WHERE {status} {processing_match}{open_and}
+                  ORDER BY {status_order} LIMIT :cap) AS p) AS x
         WHERE ix.counted AND NOT ix.partial
         UNION ALL
         SELECT x.* FROM (SELECT 1 WHERE ix.partial) AS g

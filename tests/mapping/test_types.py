@@ -93,14 +93,19 @@ def test_depth_on_an_enum_status_seeks_the_status_index(lab: Lab, schema: str, w
         assert status is not None and status.category == "enum" and "todo" in status.labels
         stmt = runner.build_statement(registry.by_name("depth"), target, cfg.queues, types)
         assert stmt is not None
-        assert f'::"{schema}"."procrastinate_job_status"[]' in stmt.sql
+        # each status value a constant of the enum (issue 29: a status index leads with the column,
+        # so its values are read in one status-ordered read of it)
+        assert f"'todo'::\"{schema}\".\"procrastinate_job_status\"" in stmt.sql
         cur = conn.raw.cursor()
         cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + stmt.sql, stmt.params)
         plan = cur.fetchone()[0][0]["Plan"]
     scans = [n for n in nodes(plan) if n.get("Relation Name") == "procrastinate_jobs"]
     assert scans, plan
-    assert all(n["Node Type"] in ("Index Scan", "Index Only Scan") for n in scans), \
-        [(n["Node Type"], n.get("Index Name")) for n in scans]
+    # The values are constants, read with their statistics: a value they put under the cap ('todo',
+    # 1 %) may be read whole through the status index by a bitmap (its rows only).
+    assert all(n["Node Type"] in ("Index Scan", "Index Only Scan")
+               or n["Node Type"] == "Bitmap Heap Scan" and n["Actual Rows"] < runner.COUNT_CAP for n in scans), \
+        [(n["Node Type"], n.get("Index Name"), n.get("Actual Rows")) for n in scans]
     assert any(n.get("Index Name", "").startswith("procrastinate_jobs_status") for n in scans), scans
 
 
