@@ -20,6 +20,9 @@
 --                        its backend_start (with the pid: the session, not a reused pid) and the
 --                        pids waiting behind it (the console ties a head to the queues whose
 --                        lock_waiters it holds up).
+-- Without pg_read_all_stats (pg_monitor) other logins' sessions show no wait event in
+-- pg_stat_activity: their waits and blockers read as none. The notes then begin 'not visible:
+-- the collector login lacks pg_read_all_stats' (head_blockers: that text instead of an empty list).
 -- @block main
 WITH RECURSIVE lockwait AS (
     SELECT a.pid FROM pg_stat_activity AS a
@@ -85,6 +88,10 @@ WITH RECURSIVE lockwait AS (
            count(*) AS n
     FROM (SELECT * FROM per_head ORDER BY blocked DESC, head LIMIT 5) AS p
     LEFT JOIN pg_stat_activity AS a ON a.pid = p.head
+), visible AS (
+    SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') AS all_stats,
+           'not visible: the collector login lacks pg_read_all_stats (other logins'' waits show no wait '
+           'event in pg_stat_activity, so their chains read as none)' AS why
 ), totals AS (
     SELECT count(*) FILTER (WHERE w.blocked) AS blocked,
            coalesce(max(extract(epoch FROM clock_timestamp() - w.waitstart))
@@ -92,10 +99,12 @@ WITH RECURSIVE lockwait AS (
     FROM waiters AS w
 )
 SELECT '' AS queue, v.metric, v.value, v.note
-FROM totals AS t CROSS JOIN detail AS d
+FROM totals AS t CROSS JOIN detail AS d CROSS JOIN visible AS vis
 CROSS JOIN (SELECT count(*) AS n FROM heads) AS h
+CROSS JOIN LATERAL (SELECT CASE WHEN vis.all_stats THEN '' ELSE vis.why || '; ' END AS pre) AS p
 CROSS JOIN LATERAL (VALUES
-    ('blocked_sessions', t.blocked::float8, 'pg_locks (waiting requests against held and earlier queued conflicting ones)'),
-    ('blocking_max_wait_s', t.max_wait_s::float8, 'pg_locks.waitstart'),
-    ('head_blockers', h.n::float8, coalesce(d.heads::text, '[]'))
+    ('blocked_sessions', t.blocked::float8,
+     p.pre || 'pg_locks (waiting requests against held and earlier queued conflicting ones)'),
+    ('blocking_max_wait_s', t.max_wait_s::float8, p.pre || 'pg_locks.waitstart'),
+    ('head_blockers', h.n::float8, coalesce(d.heads::text, CASE WHEN vis.all_stats THEN '[]' ELSE vis.why END))
 ) AS v (metric, value, note)

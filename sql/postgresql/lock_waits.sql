@@ -18,7 +18,10 @@
 -- long as the lock is held.
 -- pg_locks is read once for every queue of the target (block 'all': the queue names and tables
 -- are bound lists); nothing here touches the queue tables, so it answers even while a table is
--- locked. PostgreSQL keeps no per-table lock/latch wait totals: see docs/metrics.md.
+-- locked. Without pg_read_all_stats (pg_monitor) another login's holder shows no transaction start
+-- in pg_stat_activity: how long it has held the lock reads 0 s. Then, while a holder is seen,
+-- lock_wait_max_s's note says 'not visible: the collector login lacks pg_read_all_stats' and
+-- lock_blockers' JSON carries it as "not_visible". PostgreSQL keeps no per-table lock/latch wait totals: see docs/metrics.md.
 -- @block all
 WITH q AS (
     SELECT t.queue, to_regclass(t.tbl) AS relid
@@ -62,12 +65,19 @@ WITH q AS (
 SELECT p.queue, v.metric, v.value, v.note
 FROM per_queue AS p
 JOIN holders AS hq ON hq.queue = p.queue
+CROSS JOIN (SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') AS all_stats,
+                   'not visible: the collector login lacks pg_read_all_stats (another login''s lock holder '
+                   'shows no transaction start in pg_stat_activity, so how long it has held the lock reads 0 s)'
+                   AS why) AS vis
 CROSS JOIN LATERAL (VALUES
     ('lock_waiters', p.n::float8,
      CASE WHEN p.n = 0 THEN 'exact (pg_locks now)' ELSE json_build_object('pids', p.pids[1:20])::text END),
     ('lock_wait_max_s', greatest(coalesce(p.longest_s, 0), coalesce(hq.held_s, 0))::float8,
-     CASE WHEN hq.n = 0 THEN 'pg_locks.waitstart' ELSE 'the blocking lock''s transaction start (pg_stat_activity.xact_start)' END),
+     CASE WHEN hq.n = 0 THEN 'pg_locks.waitstart'
+          WHEN NOT vis.all_stats THEN vis.why || '; pg_locks.waitstart'
+          ELSE 'the blocking lock''s transaction start (pg_stat_activity.xact_start)' END),
     ('lock_blockers', hq.n::float8,
      CASE WHEN hq.n = 0 THEN 'exact (pg_locks now)'
-          ELSE json_build_object('held', hq.who[1:20], 'holders', hq.items)::text END)
+          WHEN vis.all_stats THEN json_build_object('held', hq.who[1:20], 'holders', hq.items)::text
+          ELSE json_build_object('held', hq.who[1:20], 'holders', hq.items, 'not_visible', vis.why)::text END)
 ) AS v (metric, value, note)

@@ -151,7 +151,7 @@ def roles(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Roles]
         yield r
     finally:
         with lab.connect() as conn:
-            names = [r.collector, r.action, r.app, f"{r.collector}_bare", f"{r.action}_bare"]
+            names = [r.collector, r.action, r.app, f"{r.collector}_bare", f"{r.action}_bare", f"{r.collector}_nostats"]
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)", (names,))
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(r.schema)))
             for name in [*names, r.owner]:
@@ -202,6 +202,56 @@ def test_every_collector_returns_values_under_the_collector_login(roles: Roles) 
     assert values[("delete", "depth")]["value"] == 50
     snapshot = values[("", "oldest_snapshot_age_s")]
     assert snapshot["value"] >= 1.0 and json.loads(snapshot["note"])["usename"] == r.app
+
+
+NOT_VISIBLE = "not visible: the collector login lacks pg_read_all_stats"
+
+
+def test_rows_that_need_other_sessions_say_so_without_pg_read_all_stats(roles: Roles) -> None:
+    """A collector login that may read the tables but is not in pg_monitor sees no other login's
+    transaction in pg_stat_activity: another login's open transaction and its table lock read as
+    no snapshot and a lock held 0 s. The rows say so in their notes instead of reading as healthy;
+    the documented login (pg_monitor) gets the plain notes and the real ages."""
+    r = roles
+    nostats = f"{r.collector}_nostats"
+    ident = sql.Identifier
+    r.run(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(ident(nostats), sql.Literal(r.passwords[r.collector])))
+    r.run(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(ident(r.schema), ident(nostats)))
+    r.run(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(ident(r.schema), ident(nostats)))
+    app = psycopg.connect(r.lab.url.replace("queueops@", f"{r.app}@"), password=r.passwords[r.app])
+    try:
+        app.execute("SELECT txid_current()")  # an open transaction of another login, with an xid
+        app.execute(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(r.s("q_lease")))  # stops the lease queue's dequeues
+        time.sleep(1.5)
+
+        def rows(config: Path) -> dict[tuple[str, str], dict]:
+            proc = r.cli("collect", "--once", "--json", config=config)
+            assert proc.returncode == 0, proc.stderr
+            out = [json.loads(line) for line in proc.stdout.splitlines()]
+            return {(m["queue"], m["metric"]): m for m in out if "metric" in m}
+
+        hidden = rows(r.config("nostats", collector=nostats))
+        seen = rows(r.config("collect"))
+    finally:
+        app.close()
+    def says_so(note: str) -> bool:
+        """The note itself, or (a holder still seen: its xid is visible, its start is not) its JSON's not_visible."""
+        return note.startswith(NOT_VISIBLE) or (note.startswith("{")
+                                                and json.loads(note).get("not_visible", "").startswith(NOT_VISIBLE))
+
+    for metric in ("oldest_snapshot_age_s", "oldest_xmin_age_xids", "head_blockers"):
+        assert says_so(hidden[("", metric)]["note"]), (metric, hidden[("", metric)])
+    assert hidden[("", "oldest_snapshot_age_s")]["value"] == 0  # the value alone would read healthy
+    for metric in ("snapshot_transactions", "blocked_sessions", "blocking_max_wait_s"):
+        assert NOT_VISIBLE in hidden[("", metric)]["note"], (metric, hidden[("", metric)])
+    lease = json.loads(hidden[("lease", "lock_blockers")]["note"])
+    assert lease["not_visible"].startswith(NOT_VISIBLE) and lease["holders"][0]["xact_age_s"] == 0
+    assert hidden[("lease", "lock_wait_max_s")]["note"].startswith(NOT_VISIBLE)
+    # The documented collector login: the same moment seen whole, with no such note.
+    assert not [k for k, m in seen.items() if NOT_VISIBLE in m["note"]]
+    assert seen[("", "oldest_snapshot_age_s")]["value"] >= 1.0
+    assert json.loads(seen[("", "oldest_snapshot_age_s")]["note"])["usename"] == r.app
+    assert json.loads(seen[("lease", "lock_blockers")]["note"])["holders"][0]["xact_age_s"] >= 1.0
 
 
 def _seed(r: Roles) -> None:
