@@ -15,8 +15,9 @@ login's (what each action that applies to each queue writes, the owner's rights 
 ``GRANT`` that fixes it. A queue whose relation is not a table (a view, a materialized view, a
 foreign table) is an error on either engine.
 
-Only catalog lookups and ``EXPLAIN`` (without ANALYZE) run, with names bound as values: nothing
-is written. Every finding is one line ``FILE: SEVERITY: queue 'Q': FIELD = VALUE: REASON; fix:
+Only catalog lookups, ``EXPLAIN`` and, for the frequent statements, ``EXPLAIN (ANALYZE, BUFFERS)``
+of the collector's own read-only statement (what every cycle runs anyway) run, with names bound as
+values: nothing is written. Every finding is one line ``FILE: SEVERITY: queue 'Q': FIELD = VALUE: REASON; fix:
 FIX``; the file gets one verdict, ``ok``, ``warnings`` or ``errors``.
 """
 
@@ -245,12 +246,57 @@ def _pg_seeks(conn: engine.Connection, target: Target, q: Queue,
         plan = rows[0]["QUERY PLAN"][0]["Plan"]
         view = relkind == "v"
         why = _pg_scan(plan, None if view else q.schema_ or "public", None if view else q.table)
+        if not why:
+            try:
+                buffers, how = _pg_measured(conn, stmt)
+            except engine.TargetError as exc:
+                buffers, how = -1, f"did not finish: {exc}"
+            if buffers < 0 or buffers > read_bound():
+                why = (f"one run read {buffers:,} shared buffers, over the bound of {read_bound():,} for the "
+                       f"{runner.COUNT_CAP:,}-row cap: the read grows with the table ({how})" if buffers >= 0
+                       else f"one run {how}")
         if why:
             need = indexadvice.needed(name, q)
             fix = ("it is a view: create the index on its base table" if relkind == "v"
                    else indexadvice.create_index(q, need, "postgresql") if need else "")
             out.append(Finding("warning", q.name, name, q.table, f"scans instead of seeking ({why})", fix))
     return out
+
+
+def read_bound() -> int:
+    """Shared buffers a frequent statement may read (issue 29, item 5): proportional to the count
+    cap, never to the table (the cap's index entries, the heap pages of the rows it returns, the
+    catalog reads): 20 pages per hundred rows of the cap, 2,000 at the 1,000-row cap."""
+    from collectors import runner
+
+    return 2 * runner.COUNT_CAP
+
+
+def _pg_measured(conn: engine.Connection, stmt: sqlfiles.Statement) -> tuple[int, str]:
+    """(shared buffers, what read the most) of one run of ``stmt`` as the collector runs it:
+    ``EXPLAIN (ANALYZE, BUFFERS)`` with the planner's own choices (sequential and bitmap scans
+    allowed again for this one statement). A plan's shape does not show a walk of a whole index
+    that filters away all but a few rows under a LIMIT (procrastinate's and pgqueuer's status
+    counts through the primary key: 18,000 and 27,000 buffers at 200,000 rows, no Sort); the
+    buffers it read do."""
+    conn.execute(sqlfiles.Statement("RESET enable_seqscan"))
+    conn.execute(sqlfiles.Statement("RESET enable_bitmapscan"))
+    try:
+        rows = conn.execute(sqlfiles.Statement("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + stmt.sql, stmt.params))
+    finally:
+        conn.execute(sqlfiles.Statement("SET enable_seqscan = off"))
+        conn.execute(sqlfiles.Statement("SET enable_bitmapscan = off"))
+    plan = rows[0]["QUERY PLAN"][0]["Plan"]
+
+    def own(n: dict[str, Any]) -> int:
+        kids = sum(int(c.get("Shared Hit Blocks", 0)) + int(c.get("Shared Read Blocks", 0)) for c in n.get("Plans", []))
+        return int(n.get("Shared Hit Blocks", 0)) + int(n.get("Shared Read Blocks", 0)) - kids
+
+    reader = max((n for n in _nodes(plan) if "Relation Name" in n), key=own, default=None)
+    how = "" if reader is None else " ".join(
+        str(x) for x in (reader["Node Type"], reader.get("Index Name") and f"of {reader['Index Name']}",
+                         f"on {reader['Relation Name']}") if x)
+    return int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0)), how
 
 
 def _pg_stuck_served(conn: engine.Connection, q: Queue) -> list[Finding]:
