@@ -23,7 +23,7 @@ import pytest
 
 from queueops import judge
 from queueops.report import write_report
-from queueops.report.data import GoldError
+from queueops.report.data import GoldError, gold_location
 
 ROOT = Path(__file__).resolve().parents[1]
 HOUR = datetime(2026, 11, 20, 3, tzinfo=UTC)
@@ -94,6 +94,13 @@ def test_gold_at_a_file_uri_is_read_through_pyarrow(tmp_path: Path) -> None:
     assert res["start"].startswith("2026-11-19T04:00") and res["problems"] == []
     assert res["queue_states"] == {"lab/jobs": "warn", "lab/mail": "warn"}
     assert gold.as_uri() in (tmp_path / "r.html").read_text()
+
+
+def test_an_s3_gold_goes_to_pyarrows_s3_filesystem_not_to_a_local_folder() -> None:
+    """Constructed only (no bucket is reachable here): the S3 filesystem and the key prefix, not
+    a path 's3:/bucket/gold' under the config's folder that would read as no gold at all."""
+    lake = gold_location("s3://bucket/queueops/gold?region=eu-west-1")
+    assert type(lake.fs).__name__ == "S3FileSystem" and lake.root == "bucket/queueops/gold"
 
 
 def test_a_uri_pyarrow_cannot_open_names_the_setting_and_value(tmp_path: Path) -> None:
