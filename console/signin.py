@@ -266,6 +266,12 @@ font-size:1rem;cursor:pointer}}
 .err{{background:#ffebe9;border:1px solid #ff818266;border-radius:6px;padding:8px 10px;color:#82071e}}
 .note{{background:#ddf4ff;border:1px solid #54aeff66;border-radius:6px;padding:8px 10px}}
 .foot{{color:#57606a;font-size:.8rem;margin-top:18px}}
+:root{{color-scheme:light dark}}
+@media (prefers-color-scheme: dark){{
+body{{background:#0e1117;color:#e6edf3}} main{{background:#161b22;border-color:#30363d}}
+.sub,.foot{{color:#8b949e}} input{{background:#0d1117;color:#e6edf3;border-color:#30363d}}
+.err{{background:#3d1117;color:#ffa198}} .note{{background:#0c2d6b;border-color:#1f6feb66}}
+}}
 </style></head>
 <body><main>
 <h1>queueops</h1><p class="sub">Health and safe remediation for database tables used as queues</p>

@@ -7,6 +7,10 @@ browser context must load and parse before the first chart appears; Vega ships w
 smaller chart bundle.) Times are plotted in UTC; hover labels add the viewer's local time and offset (taken from
 the browser through ``st.context.timezone`` by the caller) so that "14:03 UTC" and "16:03 here"
 are never confused at 3 a.m.
+
+Light and dark: no chart sets a text or background colour of its own (Streamlit's chart theme,
+which follows the page's, draws them), so a chart reads the same in both; reset-zoom and PNG
+export are in every plotly chart's toolbar (:func:`toolbar`).
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ import plotly.graph_objects as go
 from queueops import catalog
 
 FONT = "Source Sans Pro, -apple-system, Segoe UI, Helvetica, Arial, sans-serif"
-INK = "#1c2128"
-MUTED = "#6e7781"
-GRID = "#e6e9ed"
+# Text and background colours are left to Streamlit's theme (light or dark, following the browser):
+# only data colours are set here, and the two neutrals below read on a white and a black page alike.
+MUTED = "#8b949e"
+GRID = "rgba(128,128,128,0.22)"
 PRIMARY = "#1f6feb"
 STATE_COLOR = {"ok": "#2da44e", "warn": "#d4a72c", "crit": "#cf222e", "unknown": "#8c959f"}
 SERIES = ["#1f6feb", "#8250df", "#bf3989", "#1b7c83", "#953800", "#4d2d00", "#57606a"]
@@ -100,27 +105,33 @@ def hover_times(ts: Sequence[datetime] | pd.Series, tz: str | None) -> list[str]
 
 
 def apply(fig: go.Figure, *, height: int = 320, title: str | None = None, legend: bool = True) -> go.Figure:
-    """The shared look: white background, light grid, compact margins, UTC axis, unified hover."""
+    """The shared look: the page's background, a light grid, compact margins, UTC axis, unified hover."""
     fig.update_layout(
-        template="plotly_white",
         height=height,
         margin={"l": 8, "r": 8, "t": 40 if title else 12, "b": 8},
-        font={"family": FONT, "size": 13, "color": INK},
+        font={"family": FONT, "size": 13},
         title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}} if title else None,
         hovermode="x unified",
-        hoverlabel={"font": {"family": FONT, "size": 12}, "bgcolor": "white"},
+        hoverlabel={"font": {"family": FONT, "size": 12}},
         showlegend=legend,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1,
                 "font": {"size": 12}},
         colorway=SERIES,
         paper_bgcolor="rgba(0,0,0,0)",
-        plot_bgcolor="white",
+        plot_bgcolor="rgba(0,0,0,0)",
     )
-    fig.update_xaxes(showgrid=True, gridcolor=GRID, linecolor=GRID, tickfont={"color": MUTED},
-                     title_font={"color": MUTED}, zeroline=False)
-    fig.update_yaxes(showgrid=True, gridcolor=GRID, linecolor=GRID, tickfont={"color": MUTED},
-                     title_font={"color": MUTED, "size": 12}, zeroline=False, rangemode="tozero")
+    fig.update_xaxes(showgrid=True, gridcolor=GRID, linecolor=GRID, zeroline=False)
+    fig.update_yaxes(showgrid=True, gridcolor=GRID, linecolor=GRID, title_font={"size": 12}, zeroline=False,
+                     rangemode="tozero")
     return fig
+
+
+def toolbar(filename: str) -> dict[str, object]:
+    """``st.plotly_chart``'s config: a toolbar with only zoom, reset zoom and PNG export, shown
+    always (a 3 a.m. reader should not have to discover it by hovering)."""
+    return {"displayModeBar": True, "displaylogo": False,
+            "modeBarButtons": [["zoom2d", "resetScale2d", "toImage"]],
+            "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}}
 
 
 def figure(**layout: object) -> go.Figure:
@@ -169,14 +180,31 @@ def threshold_lines(fig: go.Figure, warn: float | None, crit: float | None, row:
                       annotation_font={"color": STATE_COLOR[state], "size": 11}, **kwargs)
 
 
+def time_axis_format(span: timedelta) -> tuple[str, int]:
+    """A time axis's label format and its smallest step between ticks (ms): seconds on a window of
+    ten minutes or less, minutes above it, and never two ticks closer than what the format shows
+    (``17:43 17:43 17:44`` was three ticks 20 s apart labelled in minutes)."""
+    if span <= timedelta(minutes=10):
+        return "%H:%M:%S", 1_000
+    return "%H:%M", 60_000
+
+
+def value_text(value: float | None, unit: str) -> str:
+    """A value with its unit for a tooltip: ``97 items``, ``12.5 %``, ``3.2 s``."""
+    if value is None or pd.isna(value):
+        return ""
+    text = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return f"{text} {unit}".strip() if unit != "%" else f"{text} %"
+
+
 def level_chart(ts: pd.Series, values: pd.Series, name: str, tz: str | None, *, color: str,
                 warn: float | None, crit: float | None, x_range: tuple[datetime, datetime],
-                title: str, height: int = 220) -> tuple[pd.DataFrame, dict[str, object]]:
+                title: str, height: int = 220, unit: str = "") -> tuple[pd.DataFrame, dict[str, object]]:
     """A small line over UTC time with its dashed warn / crit levels, as data and a Vega-Lite spec.
 
-    The same reading as :func:`time_trace` plus :func:`threshold_lines`: UTC axis, the value, UTC
-    and local time in the tooltip, markers when there are few samples, one line when both levels
-    coincide.
+    The same reading as :func:`time_trace` plus :func:`threshold_lines`: UTC axis, the value with
+    its ``unit``, UTC and local time in the tooltip, markers when there are few samples, one line
+    when both levels coincide.
     """
     utc = pd.to_datetime(pd.Series(ts), utc=True).reset_index(drop=True)
     # Times go to the browser as milliseconds since the epoch: Vega reads those as instants, where
@@ -184,19 +212,22 @@ def level_chart(ts: pd.Series, values: pd.Series, name: str, tz: str | None, *, 
     data = pd.DataFrame({"ts": (utc.astype("int64") // 10**6).astype("float64") if len(utc) else pd.Series(dtype=float),
                          "value": pd.Series(values).reset_index(drop=True).astype(float),
                          "utc": utc.dt.strftime("%H:%M:%S UTC"), "local": hover_times(utc, tz)})
+    data["shown"] = [value_text(v, unit) for v in data["value"]]
     levels = [{"level": float(level), "state": state} for level, state in ((warn, "warn"), (crit, "crit"))
               if level is not None and not (state == "warn" and level == crit)]
     # The axis range as ISO strings: Vega-Lite drops a temporal axis whose domain is given in numbers.
     lo, hi = (pd.Timestamp(t).tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%S.%fZ") for t in x_range)
+    fmt, step = time_axis_format(pd.Timestamp(x_range[1]) - pd.Timestamp(x_range[0]))
     x = {"field": "ts", "type": "temporal", "title": None, "scale": {"type": "utc", "domain": [lo, hi]},
-         "axis": {"format": "%H:%M", "gridColor": GRID, "labelColor": MUTED, "domainColor": GRID}}
-    y_axis = {"gridColor": GRID, "labelColor": MUTED, "domainColor": GRID, "format": "~s"}
+         "axis": {"format": fmt, "tickMinStep": step, "labelOverlap": True,
+                  "gridColor": GRID, "domainColor": GRID}}
+    y_axis = {"gridColor": GRID, "domainColor": GRID, "format": "~s"}
     layers: list[dict[str, object]] = [{
         "mark": {"type": "line", "color": color, "strokeWidth": 2, "clip": True,
                  "point": {"color": color, "size": 25} if len(data) < 40 else False},
         "encoding": {"x": x, "y": {"field": "value", "type": "quantitative", "title": None, "axis": y_axis,
                                    "scale": {"zero": True}},
-                     "tooltip": [{"field": "value", "title": name, "format": ",.4~g"},
+                     "tooltip": [{"field": "shown", "title": name},
                                  {"field": "utc", "title": "time"}, {"field": "local", "title": "here"}]},
     }]
     if levels:
@@ -211,7 +242,7 @@ def level_chart(ts: pd.Series, values: pd.Series, name: str, tz: str | None, *, 
                           "color": {"field": "state", **level_colors}}},
         ]
     spec: dict[str, object] = {
-        "height": height - 40, "title": {"text": title, "anchor": "start", "fontSize": 15, "font": FONT, "color": INK},
+        "height": height - 40, "title": {"text": title, "anchor": "start", "fontSize": 15, "font": FONT},
         "config": {"font": FONT, "view": {"stroke": None}}, "layer": layers,
     }
     return data, spec

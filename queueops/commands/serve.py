@@ -35,12 +35,17 @@ def config_options(path: Path = PROJECT_STREAMLIT_CONFIG) -> dict[str, str]:
     except (OSError, tomllib.TOMLDecodeError):
         return {}
     out: dict[str, str] = {}
-    for section, options in raw.items():
-        if not isinstance(options, dict):
-            continue
+
+    def walk(prefix: str, options: dict) -> None:  # nested sections too: [theme.light], [theme.dark]
         for key, value in options.items():
-            if not isinstance(value, (dict, list)):
-                out[f"{section}.{key}"] = str(value).lower() if isinstance(value, bool) else str(value)
+            if isinstance(value, dict):
+                walk(f"{prefix}.{key}", value)
+            elif not isinstance(value, list):
+                out[f"{prefix}.{key}"] = str(value).lower() if isinstance(value, bool) else str(value)
+
+    for section, options in raw.items():
+        if isinstance(options, dict):
+            walk(section, options)
     return out
 
 

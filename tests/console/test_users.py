@@ -138,6 +138,8 @@ def test_oidc_users_are_viewers_unless_listed() -> None:
 def test_serve_passes_the_project_theme_and_an_absolute_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     opts = config_options()
     assert opts["theme.primaryColor"] == "#1f6feb"
+    # No theme.base: the console follows the browser's light or dark setting, each with its colours.
+    assert "theme.base" not in opts and opts["theme.dark.backgroundColor"] and opts["theme.light.backgroundColor"]
     monkeypatch.chdir(tmp_path)
     cmd, env = streamlit_command("cfg/queueops.toml", 8123)
     assert env["QUEUEOPS_CONFIG"] == str(tmp_path / "cfg" / "queueops.toml")
