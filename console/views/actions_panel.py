@@ -147,7 +147,10 @@ def _form(q: Queue, action: str, dialect: str) -> dict[str, Any] | None:
             raw["buffer"] = cols[0].number_input("Buffer (keys)", min_value=0,
                                                  value=q.watermark.buffer if q.watermark else 0)
         elif action == "rebuild" and dialect == "postgresql":
-            raw["vacuum"] = cols[0].checkbox("VACUUM (ANALYZE) afterwards", value=True)
+            raw["vacuum"] = cols[0].checkbox(
+                "VACUUM (ANALYZE) afterwards", value=True,
+                help="After the indexes that need it are rebuilt. An index under the page floor (1,000 pages) is "
+                     "never rebuilt: on a small table VACUUM (ANALYZE) is all that runs, and the preview says why.")
         elif action == "rebuild":
             raw["allow_offline"] = cols[0].checkbox("Allow an offline rebuild", value=False,
                                                     help="only where online is impossible; never chosen silently")
@@ -192,6 +195,9 @@ def _confirm(ctx: context.Ctx, q: Queue, pending: Pending) -> None:
             col.metric(f"{style.label(metric)} now", format_value(metric, value))
         for w in p.warnings:
             st.warning(w, icon=":material/warning:")
+        why = index_work_note(pending.plan.action, p.rows)
+        if why:
+            st.info(why, icon=":material/info:")
         st.markdown("Exact SQL (each batch is its own transaction):")
         st.code(p.sql, language="sql")
         st.markdown("Parameters:")
@@ -211,6 +217,21 @@ def _confirm(ctx: context.Ctx, q: Queue, pending: Pending) -> None:
                        icon=":material/play_arrow:", key="act_run")
     if go:
         _execute(ctx, q, pending)
+
+
+def index_work_note(action: str, rows: Sequence[dict[str, Any]]) -> str:
+    """Rebuild's preview: why an index is not rebuilt (``312 pages < 1,000: too small ...``), said
+    beside the SQL rather than only in the CLI -- on a small table the plan is VACUUM (ANALYZE) alone
+    although the form offered it only 'afterwards'."""
+    if action != "rebuild":
+        return ""
+    skipped = [r for r in rows if r.get("operation") == "none" and r.get("index")]
+    if not skipped:
+        return ""
+    acted = any(r.get("operation") not in (None, "none") for r in rows)
+    head = ("Some indexes are left as they are" if acted
+            else "No index is rebuilt, so only the table maintenance below runs")
+    return head + ":\n" + "\n".join(f"- `{r['index']}`: {r.get('reason') or 'nothing to do'}" for r in skipped)
 
 
 def _execute(ctx: context.Ctx, q: Queue, pending: Pending) -> None:

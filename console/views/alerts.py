@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import streamlit as st
 
-from console import chrome, context
+from console import chrome, context, urlstate
 from queueops.alerts.rules import Rule, RuleError, effective_rules
 from queueops.config import Config
 
@@ -89,11 +89,14 @@ def render() -> None:
         st.error(f"The store cannot be read: {ctx.store.error}", icon=":material/database:")
     rules = rules_by_name(cfg)
     queues = ["all queues", *[q.name for q in cfg.queues]]
-    linked = st.query_params.get("queue")
+    urlstate.seed("al_queue", "queue", queues, "all queues")
     with st.columns([3, 1.2])[1]:
-        choice = st.selectbox("Queue", queues, index=queues.index(linked) if linked in queues else 0,
-                              key="al_queue", label_visibility="collapsed")
+        choice = st.selectbox("Queue", queues, key="al_queue", label_visibility="collapsed")
     queue = None if choice == "all queues" else choice
+    if queue:
+        st.query_params["queue"] = queue
+    elif "queue" in st.query_params:
+        del st.query_params["queue"]
 
     states = ctx.store.alert_states()
     st.subheader("Firing now")
@@ -115,8 +118,9 @@ def render() -> None:
                    + ", ".join(f"{r} on {q}" for r, q in zip(pending["rule"], pending["queue"], strict=True)))
 
     st.subheader("History")
-    label = st.segmented_control("Window", list(WINDOWS), default="24 h", key="al_window",
-                                 label_visibility="collapsed") or "24 h"
+    urlstate.seed("al_window", "window", list(WINDOWS), "24 h")
+    label = st.segmented_control("Window", list(WINDOWS), key="al_window", label_visibility="collapsed") or "24 h"
+    urlstate.keep("window", label, "24 h")
     events = ctx.store.alert_events(datetime.now(UTC) - WINDOWS[label], limit=HISTORY_ROWS)
     if queue and not events.empty:
         events = events[events["queue"] == queue]

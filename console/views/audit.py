@@ -43,6 +43,39 @@ def filter_audit(df: pd.DataFrame, text: str = "", actions: Sequence[str] = (), 
     return out
 
 
+# The filters kept in the URL (?period=24h&outcome=failed&q=lease): a link or a reload shows the same.
+URL_LISTS = ("action", "outcome", "user", "queue")
+
+
+def url_filters(choices: dict[str, list[str]]) -> None:
+    """Set the filters from the URL once per session (a link), values the records do not have left out."""
+    if st.session_state.get("audit_from_url"):
+        return
+    st.session_state["audit_from_url"] = True
+    q = st.query_params
+    slug = {k.replace(" ", ""): k for k in PERIODS}
+    st.session_state["audit_period"] = slug.get(q.get("period", ""), "7 d")
+    st.session_state["audit_text"] = q.get("q", "")
+    for name in URL_LISTS:
+        st.session_state[f"audit_{name}"] = [v for v in q.get_all(name) if v in choices[name]]
+
+
+def keep_in_url() -> None:
+    q = st.query_params
+    q["period"] = str(st.session_state.get("audit_period", "7 d")).replace(" ", "")
+    text = str(st.session_state.get("audit_text") or "")
+    if text:
+        q["q"] = text
+    elif "q" in q:
+        del q["q"]
+    for name in URL_LISTS:
+        values = [str(v) for v in st.session_state.get(f"audit_{name}") or []]
+        if values:
+            q[name] = values
+        elif name in q:
+            del q[name]
+
+
 def render() -> None:
     ctx = context.get()
     chrome.title(ctx, "Audit")
@@ -80,13 +113,17 @@ def _actions(ctx: context.Ctx) -> None:
         st.info("No action has been recorded yet. Every action (preview confirmed, started, finished, "
                 "refused) is written here by the action layer, from the console and from `queueops act`.")
         return
+    choices = {"action": sorted(df["action"].dropna().unique()), "outcome": sorted(df["outcome"].dropna().unique()),
+               "user": sorted(df["user_name"].dropna().unique()), "queue": sorted(df["queue"].dropna().unique())}
+    url_filters(choices)
     c = st.columns([3, 2, 2, 2, 2, 1.4])
     text = c[0].text_input("Search", placeholder="user, queue, SQL, error…", key="audit_text")
-    actions = c[1].multiselect("Action", sorted(df["action"].dropna().unique()), key="audit_action")
-    outcomes = c[2].multiselect("Outcome", sorted(df["outcome"].dropna().unique()), key="audit_outcome")
-    users = c[3].multiselect("User", sorted(df["user_name"].dropna().unique()), key="audit_user")
-    queues = c[4].multiselect("Queue", sorted(df["queue"].dropna().unique()), key="audit_queue")
-    period = c[5].selectbox("Period", list(PERIODS), index=1, key="audit_period")
+    actions = c[1].multiselect("Action", choices["action"], key="audit_action")
+    outcomes = c[2].multiselect("Outcome", choices["outcome"], key="audit_outcome")
+    users = c[3].multiselect("User", choices["user"], key="audit_user")
+    queues = c[4].multiselect("Queue", choices["queue"], key="audit_queue")
+    period = c[5].selectbox("Period", list(PERIODS), key="audit_period")
+    keep_in_url()
     delta = PERIODS[period]
     since = datetime.now(UTC) - delta if delta else None
     shown = filter_audit(df, text, actions, outcomes, users, queues, since)
@@ -154,19 +191,36 @@ def _json(text: object) -> object:
         return str(text)
 
 
+# Drawn in this order, so that a failure is never hidden under a success at the same instant.
+OUTCOME_ORDER = ("ok", "running", "refused", "interrupted", "failed")
+OUTCOME_SYMBOL = {"ok": "circle", "running": "circle-open", "refused": "diamond", "interrupted": "triangle-up",
+                  "failed": "x"}
+
+
+def timeline_start(times: pd.Series, since: datetime | None, now: datetime) -> datetime:
+    """Where the timeline's axis starts: the period's start, or closer to the first record when the
+    records are all recent (seven days of axis with every record of the last hour piled them up
+    at the right edge)."""
+    start = since or (times.min().to_pydatetime() - timedelta(hours=1))
+    return style.window_start(times, now, now - start)
+
+
 def _timeline(df: pd.DataFrame, tz: str | None, since: datetime | None) -> None:
     fig = go.Figure()
-    for outcome, d in df.groupby("outcome"):
+    groups = dict(tuple(df.groupby("outcome")))
+    order = [o for o in OUTCOME_ORDER if o in groups] + sorted(str(o) for o in groups if o not in OUTCOME_ORDER)
+    for outcome in order:
+        d = groups[outcome]
         fig.add_trace(go.Scatter(
-            x=list(d["start_time"]), y=list(d["action"]), mode="markers", name=str(outcome),
-            marker={"size": 11, "color": OUTCOME_COLOR.get(str(outcome), style.MUTED), "line": {"width": 0}},
+            x=list(d["start_time"]), y=list(d["action"]), mode="markers", name=f"{outcome} ({len(d)})",
+            marker={"size": 13 if outcome == "failed" else 11, "symbol": OUTCOME_SYMBOL.get(str(outcome), "square"),
+                    "color": OUTCOME_COLOR.get(str(outcome), style.MUTED), "line": {"width": 0}},
             customdata=list(zip(d["user_name"], d["queue"], style.hover_times(d["start_time"], tz), strict=True)),
             hovertemplate="%{y} on %{customdata[1]} by %{customdata[0]}<br>%{x|%Y-%m-%d %H:%M:%S} UTC · "
                           "%{customdata[2]}<extra>" + str(outcome) + "</extra>"))
     style.apply(fig, height=180 + 24 * df["action"].nunique(), title="Actions over time")
     now = datetime.now(UTC)
-    start = since or (df["start_time"].min().to_pydatetime() - timedelta(hours=1))
     fig.update_layout(hovermode="closest")
-    fig.update_xaxes(range=[start, now])
+    fig.update_xaxes(range=[timeline_start(df["start_time"], since, now), now])
     fig.update_yaxes(rangemode="normal", type="category")
-    st.plotly_chart(fig, key="audit_timeline", config={"displayModeBar": False})
+    st.plotly_chart(fig, key="audit_timeline", config=style.toolbar("queueops-audit"))

@@ -184,14 +184,30 @@ def _banners(ctx: context.Ctx, sample: LiveSample, now: datetime, newest: dateti
                    "Current values below are live.", icon=":material/schedule:")
 
 
+TILE_WIDTH = 170  # px: a card keeps its label and value whole and the row wraps (at 800 px too)
+
+
 def _tiles(healths: list[QueueHealth], n_targets: int, n_down: int) -> None:
     counts = count_states(healths)
-    cols = st.columns(5)
-    cols[0].metric("Critical", counts["crit"], border=True)
-    cols[1].metric("Warning", counts["warn"], border=True)
-    cols[2].metric("Unknown", counts["unknown"], border=True)
-    cols[3].metric("OK", counts["ok"], border=True)
-    cols[4].metric("Targets up", f"{n_targets - n_down} / {n_targets}", border=True)
+    with st.container(horizontal=True, wrap=True, key="ov_tiles"):
+        for label, value in (("Critical", counts["crit"]), ("Warning", counts["warn"]),
+                             ("Unknown", counts["unknown"]), ("OK", counts["ok"]),
+                             ("Targets up", f"{n_targets - n_down} / {n_targets}")):
+            st.metric(label, value, border=True, width=TILE_WIDTH)
+
+
+def spark_scale(spark: Mapping[tuple[str, str], Sequence[float]]) -> float:
+    """One y scale for every row's sparkline, 0 to the highest point of any (at least 1): a queue
+    at 0 and one at 97 must not look alike, as they did with a scale per row."""
+    top = max((v for points in spark.values() for v in points if v is not None and v == v), default=0.0)
+    return max(float(top), 1.0)
+
+
+def why_width(reasons: Sequence[str]) -> int:
+    """The Why column's width in pixels: the longest reason whole (~7 px a character at the grid's
+    13 px font), between Streamlit's "medium" and 720 px (longer ones are in the row's banner)."""
+    longest = max((len(r) for r in reasons if isinstance(r, str)), default=0)
+    return int(min(720, max(200, 7 * longest + 24)))
 
 
 @dataclass
@@ -298,6 +314,7 @@ def _body(ctx: context.Ctx) -> None:
     spark = ctx.sampler.derived(("overview_spark", *inputs), lambda: sparklines(
         ctx.store, [ctx.sampler.history(SPARK_METRIC)], SPARK_METRIC, since, [(q.target, q.name) for q in cfg.queues]))
     df, states = table(cfg, healths, spark, sample.unreachable(), sample.notes())
+    top = spark_scale(spark)
     shown = [h for m, h in COLUMNS if any(x.values.get(m) is not None for x in healths)]
     guard_help: dict[str, str] = {}
     columns = ["State", "Queue", "Target", "Why", "Depth, last hour", *shown, "Kind"]
@@ -313,9 +330,11 @@ def _body(ctx: context.Ctx) -> None:
     config: dict[str, object] = {
         "State": st.column_config.TextColumn(width="small", pinned=True),
         "Queue": st.column_config.TextColumn(pinned=True),
-        "Why": st.column_config.TextColumn(width="medium", help="every metric past a threshold, worst first"),
-        "Depth, last hour": st.column_config.LineChartColumn(width="medium", y_min=0,
-                                                             help="depth over the last hour (max per minute)"),
+        "Why": st.column_config.TextColumn(width=why_width(list(df["Why"])),
+                                           help="every metric past a threshold, worst first"),
+        "Depth, last hour": st.column_config.LineChartColumn(
+            f"Depth, last hour (0–{top:,.0f})", width="medium", y_min=0, y_max=top,
+            help=f"depth over the last hour (max per minute), every row on one scale: 0 to {top:,.0f} items"),
         "Fragmentation %": st.column_config.NumberColumn(format="%.1f"),
         "Oldest age": st.column_config.TextColumn(help="how long the oldest ready item has waited"),
         "Kind": st.column_config.TextColumn(width="small"),
@@ -376,5 +395,5 @@ def problem_charts(ctx: context.Ctx, bad: list[QueueHealth], now: datetime) -> l
             d["ts"], d["value"], style.label(f.metric), ctx.tz, color=style.STATE_COLOR[f.state],
             warn=thr.warn if thr else None, crit=thr.crit if thr else None,
             x_range=(style.window_start(shown, now, now - since), now),
-            title=f"{h.queue} · {style.label(f.metric)} ({WORD[h.state].lower()})"))
+            title=f"{h.queue} · {style.label(f.metric)} ({WORD[h.state].lower()})", unit=style.unit(f.metric)))
     return charts

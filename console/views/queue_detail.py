@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
@@ -122,8 +123,8 @@ def _page(ctx: context.Ctx, paused: bool) -> None:
     with row[2]:
         st.selectbox("Queue", names, key="qd_queue", label_visibility="collapsed")
     table = ".".join(x for x in (q.schema_, q.table) if x)
-    st.caption(f"{q.kind} queue · `{table}` on target `{target.name}` ({target.dialect}) · lease timeout "
-               f"{format_value('lease_timeout_s', q.lease_timeout_s)} · sampled {style.utc_text(sample.ts)} · "
+    st.caption(f"{q.kind} queue · `{table}` on target `{target.name}` ({target.dialect}) · "
+               + lease_text(q) + f"sampled {style.utc_text(sample.ts)} · "
                + ("**paused while previewing** (run or cancel the preview to resume)" if paused
                   else f"refreshing every {cfg.console.refresh_s:g} s"))
     if paused:
@@ -159,6 +160,18 @@ def _page(ctx: context.Ctx, paused: bool) -> None:
     autopilot_panel.render(ctx, q.name)
 
 
+# The kinds whose items are held by a lease that can expire (stuck_leases judges them against
+# lease_timeout_s); a due, ring or delete queue has no lease to time out.
+LEASED_KINDS = frozenset({"lease", "status"})
+
+
+def lease_text(q: Queue) -> str:
+    """``lease timeout 30 s · `` where the queue's kind has leases, nothing where it has none."""
+    if q.kind not in LEASED_KINDS:
+        return ""
+    return f"lease timeout {format_value('lease_timeout_s', q.lease_timeout_s)} · "
+
+
 def _window() -> str:
     """The chart window, kept in the URL (``?window=6h``) so a link or a reload shows the same."""
     slug = {k: k.replace(" ", "") for k in WINDOWS}
@@ -176,16 +189,16 @@ def _tiles(q: Queue, health: QueueHealth) -> None:
     shown = [m for m in TILES if values.get(m) is not None]
     if not shown:
         return
-    cols = st.columns(len(shown))
-    for col, metric in zip(cols, shown, strict=True):
+    box = st.container(horizontal=True, wrap=True, key="qd_tiles")  # wraps at 800 px: labels stay whole
+    for metric in shown:
         v = values[metric]
         state = cell_state(q, health, metric)  # the judge's verdict, as on the Overview
         text = style.METRICS[metric].help if metric in style.METRICS else None
         if metric in health.ignored:
             text = f"{text or ''} — {health.ignored[metric]}".strip(" —")
-        col.metric(f"{ICON[state] if state != 'ok' else ''} {style.label(metric)}".strip(),
+        box.metric(f"{ICON[state] if state != 'ok' else ''} {style.label(metric)}".strip(),
                    format_value(metric, v) + (" (not judged)" if metric in health.ignored else ""),
-                   border=True, help=text)
+                   border=True, help=text, width=overview.TILE_WIDTH + 20)
 
 
 def _unavailable(q: Queue) -> None:
@@ -212,31 +225,44 @@ def _charts(ctx: context.Ctx, q: Queue, window: timedelta, now: datetime) -> Non
         st.info("No samples in this window yet. The console adds a point every refresh; "
                 "`queueops collect` keeps history.")
         return
-    fig = make_subplots(rows=len(metrics), cols=1, shared_xaxes=True, vertical_spacing=0.04,
+    fig = chart_figure(q, df, metrics, holes, window, now, ctx.tz)
+    st.plotly_chart(fig, key="qd_chart", config=style.toolbar(f"queueops-{q.name}-{int(window.total_seconds())}s"))
+    start = style.window_start(df["ts"], now, window)
+    note = "" if start <= now - window + timedelta(seconds=1) else " (history starts later: zoomed to it)"
+    st.caption(f"UTC; hover shows your local time. {style.utc_text(start, seconds=False)} → "
+               f"{style.utc_text(now, seconds=False)}{note} · the toolbar zooms, resets the zoom and saves a PNG")
+
+
+def chart_figure(q: Queue, df: pd.DataFrame, metrics: list[str], holes: list[gaps.Gap], window: timedelta,
+                 now: datetime, tz: str | None) -> go.Figure:
+    """The queue's charts, one per metric, on one shared time axis whose times are labelled under
+    every chart (not only the last: at 3 a.m. nobody scrolls to the eighth to read a time); hover
+    values carry their unit."""
+    n = len(metrics)
+    fig = make_subplots(rows=n, cols=1, shared_xaxes=True, vertical_spacing=min(0.08, 0.35 / max(n, 1)),
                         subplot_titles=[_subplot_title(q, m) for m in metrics])
     for i, m in enumerate(metrics, start=1):
         d = gaps.break_lines(df[df["metric"] == m], holes)
         thr = q.threshold(m)
-        fig.add_trace(style.time_trace(d["ts"], d["value"], style.label(m), ctx.tz,
-                                       color=style.SERIES[(i - 1) % len(style.SERIES)]), row=i, col=1)
+        unit = style.unit(m)
+        fig.add_trace(style.time_trace(d["ts"], d["value"], style.label(m), tz,
+                                       color=style.SERIES[(i - 1) % len(style.SERIES)],
+                                       suffix=f" {unit}" if unit else ""), row=i, col=1)
         if thr is not None:
             # Draw a level only near the data: a line at 20,000 would flatten a depth of 40 to nothing.
             top = float(d["value"].max()) if not d.empty else 0.0
             near = [lv if lv is not None and (lv <= max(top, 1.0) * 2 or thr.direction == "below") else None
                     for lv in (thr.warn, thr.crit)]
             style.threshold_lines(fig, near[0], near[1], row=i, col=1)
-    style.apply(fig, height=max(260, 130 * len(metrics) + 40), legend=False)
+    style.apply(fig, height=max(280, 155 * n + 40), legend=False)
     fig.update_layout(uirevision=f"{q.name}:{window}")  # a zoom survives the page's refreshes
     start = style.window_start(df["ts"], now, window)
-    fig.update_xaxes(range=[start, now])
+    fig.update_xaxes(range=[start, now], showticklabels=True, tickfont={"size": 11})
     for ann in fig.layout.annotations:  # subplot titles: left-aligned like the rest of the page
         if ann.text and not ann.text.startswith(("warn", "crit")):
-            ann.update(x=0, xanchor="left", font={"size": 13, "color": style.INK})
+            ann.update(x=0, xanchor="left", font={"size": 13})
     gaps.shade(fig, holes, start)
-    st.plotly_chart(fig, key="qd_chart", config={"displayModeBar": False})
-    note = "" if start <= now - window + timedelta(seconds=1) else " (history starts later: zoomed to it)"
-    st.caption(f"UTC; hover shows your local time. {style.utc_text(start, seconds=False)} → "
-               f"{style.utc_text(now, seconds=False)}{note}")
+    return fig
 
 
 def _subplot_title(q: Queue, metric: str) -> str:

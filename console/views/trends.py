@@ -14,9 +14,11 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from console import chrome, context, style
+from console import chrome, context, style, urlstate
 from console.data import gold_dir, gold_version, read_gold
 from console.health import format_value
+from queueops import judge
+from queueops.config import Config
 
 SEVERITY_COLOR = {"crit": style.STATE_COLOR["crit"], "critical": style.STATE_COLOR["crit"],
                   "warn": style.STATE_COLOR["warn"], "warning": style.STATE_COLOR["warn"],
@@ -46,8 +48,9 @@ def render() -> None:
     version = gold_version(path)
     chrome.title(ctx, "Trends", caption=f"Gold tables of the Spark pipeline under `{path}`"
                  + (f" · last run {style.utc_text(datetime.fromtimestamp(version, UTC))}" if version else ""))
-    period = st.segmented_control("Period", list(DAYS), default="7 d", key="tr_period",
-                                  label_visibility="collapsed") or "7 d"
+    urlstate.seed("tr_period", "period", list(DAYS), "7 d")
+    period = st.segmented_control("Period", list(DAYS), key="tr_period", label_visibility="collapsed") or "7 d"
+    urlstate.keep("period", period, "7 d")
     since = (datetime.now(UTC) - timedelta(days=DAYS[period])).strftime("%Y-%m-%d")
     tables = {name: _load(str(path), version, name, since if name in ("rollups", "findings") else None)
               for name in ("fleet", "forecasts", "findings", "rollups")}
@@ -68,13 +71,33 @@ def render() -> None:
         st.info(intro + "\n\n" + "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1)),
                 icon=":material/info:")
         return
-    _fleet(tables["fleet"])
+    _fleet(tables["fleet"], ctx.cfg)
     _forecasts(tables["forecasts"])
     _findings(tables["findings"], ctx.tz, DAYS[period])
     _rollups(tables["rollups"], ctx.tz)
 
 
-def _fleet(fleet: pd.DataFrame) -> None:
+# The fleet's problems judged as a metric of the queue's thresholds (the others have no level).
+JUDGED_AS = {"depth": "depth", "oldest_age_s": "oldest_age_s", "fragmentation_pct": "fragmentation_pct",
+             "stuck_leases": "stuck_leases", "lock_waiters": "lock_waiters", "ghosts": "ghost_records"}
+
+
+def bar_state(cfg: Config, problem: str, queue: str, value: float) -> str:
+    """A fleet bar's colour state: the judge's verdict on the value against the queue's own
+    thresholds (a depth of 120 is not red when warn is 2,000); a problem without levels, or a queue
+    no longer configured, is "ok" (drawn in the neutral colour)."""
+    metric = JUDGED_AS.get(problem)
+    names = {q.name for q in cfg.queues}
+    if metric is None or queue not in names:
+        return "ok"
+    return judge.judge(value, cfg.queue(queue).threshold(metric))
+
+
+BAR_COLOR = {"ok": style.PRIMARY, "unknown": style.PRIMARY, "warn": style.STATE_COLOR["warn"],
+             "crit": style.STATE_COLOR["crit"]}
+
+
+def _fleet(fleet: pd.DataFrame, cfg: Config) -> None:
     if fleet.empty:
         return
     st.subheader("Fleet: the worst queues per problem")
@@ -85,15 +108,16 @@ def _fleet(fleet: pd.DataFrame) -> None:
                         horizontal_spacing=0.12, vertical_spacing=0.16)
     for i, problem in enumerate(problems):
         d = fleet[fleet["problem"] == problem].sort_values("rank").head(5).iloc[::-1]
-        fig.add_trace(go.Bar(x=d["value"], y=d["target"] + "/" + d["queue"], orientation="h",
-                             marker_color=style.STATE_COLOR["crit"] if i == 0 else style.PRIMARY,
+        colors = [BAR_COLOR[bar_state(cfg, problem, q, v)] for q, v in zip(d["queue"], d["value"], strict=True)]
+        fig.add_trace(go.Bar(x=d["value"], y=d["target"] + "/" + d["queue"], orientation="h", marker_color=colors,
                              customdata=d["detail"], hovertemplate="%{y}: %{x:,.4~g}<br>%{customdata}<extra></extra>"),
                       row=i // cols + 1, col=i % cols + 1)
     bars = fleet.groupby("problem").size().clip(upper=5).max()
     style.apply(fig, height=rows * (70 + 34 * int(bars)) + 40, legend=False)
     fig.update_layout(hovermode="closest", bargap=0.35, margin={"t": 36})
     fig.update_yaxes(rangemode="normal")
-    st.plotly_chart(fig, key="tr_fleet", config={"displayModeBar": False})
+    st.plotly_chart(fig, key="tr_fleet", config=style.toolbar("queueops-fleet"))
+    st.caption("A bar is amber or red only past its queue's own warn or critical level; blue is within them.")
 
 
 # The fleet's problems that are not one metric of style.METRICS (pipeline/fleet.py PROBLEMS).
@@ -132,7 +156,7 @@ def _forecasts(forecasts: pd.DataFrame) -> None:
     fig.update_layout(hovermode="closest")
     fig.update_xaxes(title_text="hours until critical")
     fig.update_yaxes(autorange="reversed", rangemode="normal")
-    st.plotly_chart(fig, key="tr_forecasts", config={"displayModeBar": False})
+    st.plotly_chart(fig, key="tr_forecasts", config=style.toolbar("queueops-forecasts"))
 
 
 def _findings(findings: pd.DataFrame, tz: str | None, days: int) -> None:
@@ -155,7 +179,7 @@ def _findings(findings: pd.DataFrame, tz: str | None, days: int) -> None:
     fig.update_layout(hovermode="closest")
     fig.update_xaxes(range=[now - timedelta(days=days), now])
     fig.update_yaxes(type="category", rangemode="normal")
-    st.plotly_chart(fig, key="tr_findings", config={"displayModeBar": False})
+    st.plotly_chart(fig, key="tr_findings", config=style.toolbar("queueops-findings"))
     st.dataframe(pd.DataFrame({
         "Hour (UTC)": pd.to_datetime(f["hour_start"], utc=True).dt.strftime("%Y-%m-%d %H:00"),
         "Severity": f["severity"], "Queue": f["target"] + "/" + f["queue"], "Rule": f["rule"],
@@ -188,7 +212,7 @@ def _rollups(rollups: pd.DataFrame, tz: str | None) -> None:
     style.apply(fig, height=320, title=f"{tq[1]} · {style.label(metric)} per hour")
     if x:
         fig.update_xaxes(range=hour_axis_range(x))
-    st.plotly_chart(fig, key="tr_rollup", config={"displayModeBar": False})
+    st.plotly_chart(fig, key="tr_rollup", config=style.toolbar("queueops-rollup"))
     last = d.iloc[-1] if not d.empty else None
     if last is not None:
         st.caption(f"Last hour: mean {format_value(metric, last['mean'])}, p95 {format_value(metric, last['p95'])}, "

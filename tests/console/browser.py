@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from playwright.sync_api import Browser, Page, sync_playwright
 
@@ -30,9 +31,12 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
-def new_page(browser: Browser, height: int = 900) -> Page:
-    ctx = browser.new_context(viewport={"width": WIDTH, "height": height}, timezone_id="Europe/Berlin",
-                              locale="en-GB")
+def new_page(browser: Browser, height: int = 900, width: int = WIDTH,
+             color_scheme: Literal["light", "dark"] = "light") -> Page:
+    """A page in a new context: its own cookies, the viewport, and the browser's light or dark
+    setting (``prefers-color-scheme``, which the console's theme follows)."""
+    ctx = browser.new_context(viewport={"width": width, "height": height}, timezone_id="Europe/Berlin",
+                              locale="en-GB", color_scheme=color_scheme)
     page = ctx.new_page()
     page.set_default_timeout(90_000)  # generous: the suite shares 2 cores with everything else
     return page
@@ -113,11 +117,12 @@ def grid_records(page: Page, index: int = 0) -> list[dict[str, str]]:
 
 def screenshot(page: Page, path: Path) -> Path:
     """The whole page: Streamlit scrolls inside its main block, so grow the viewport to fit it."""
+    width = (page.viewport_size or {"width": WIDTH})["width"]
     height = page.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
                            " return m ? m.scrollHeight : document.body.scrollHeight }")
-    page.set_viewport_size({"width": WIDTH, "height": min(int(height) + 24, 6000)})
+    page.set_viewport_size({"width": width, "height": min(int(height) + 24, 6000)})
     time.sleep(1.0)  # plotly re-lays out for the new size
     settle(page)
     page.screenshot(path=str(path))
-    page.set_viewport_size({"width": WIDTH, "height": 900})
+    page.set_viewport_size({"width": width, "height": 900})
     return path

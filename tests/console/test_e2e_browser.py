@@ -16,7 +16,16 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from queueops.lab import control
-from tests.console.browser import chromium, exceptions, grid_records, new_page, screenshot, settle, sign_in
+from tests.console.browser import (
+    chromium,
+    exceptions,
+    grid_records,
+    grid_rows,
+    new_page,
+    screenshot,
+    settle,
+    sign_in,
+)
 from tests.console.conftest import OPERATOR, VIEWER, ConsoleEnv, Stack, copy_for_readme, live_stack, open_page
 
 pytestmark = pytest.mark.browser
@@ -43,6 +52,10 @@ def operator(browser: Browser, stack: Stack) -> Page:
     page = new_page(browser)
     sign_in(page, stack.url, OPERATOR[0], OPERATOR[1])
     return page
+
+
+def main_text(page: Page) -> str:
+    return page.locator("[data-testid='stMain']").inner_text()
 
 
 def lease_row(page: Page) -> dict[str, str]:
@@ -82,6 +95,63 @@ def test_dead_consumer_turns_the_lease_queue_critical(operator: Page, stack: Sta
     settle(operator)
     assert operator.get_by_text("stuck lease(s)").first.is_visible()
     copy_for_readme(screenshot(operator, stack.artifacts / "queue-detail-dead-consumer.png"), "queue-detail.png")
+
+
+_BACKGROUND_JS = """() => {
+  const c = getComputedStyle(document.querySelector("[data-testid='stApp']")).backgroundColor;
+  const [r, g, b] = c.match(/\\d+/g).map(Number);
+  return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+}"""
+# Every card whose label or value is cut (an element of it wider inside than the room it has).
+_CLIPPED_JS = """() => Array.from(document.querySelectorAll("[data-testid='stMetric']")).filter(m =>
+  Array.from(m.querySelectorAll('*')).some(e => e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0)
+).map(m => m.innerText.replace(/\\n/g, ' | '))"""
+# Per subplot of the queue page's chart: how many time labels are drawn under it.
+_TICKS_JS = """() => Array.from(document.querySelectorAll("[data-testid='stPlotlyChart'] .xaxislayer-above"))
+  .map(g => Array.from(g.querySelectorAll('text')).filter(t => t.textContent.trim()).length)"""
+
+
+def test_readable_at_800_px_in_dark_mode_and_every_chart_has_its_times_and_toolbar(
+        browser: Browser, operator: Page, stack: Stack) -> None:
+    """Issue 32, item 5: cards whole at 800 px, a dark page when the browser asks for one, the
+    sparklines' shared scale in their header, time labels under every chart, reset-zoom and PNG
+    export, and 'lease timeout' only where the queue has leases."""
+    open_page(operator, stack, "")
+    assert operator.evaluate(_BACKGROUND_JS) > 0.8  # the light page in a light browser
+    header = grid_rows(operator)[0]
+    assert any(re.fullmatch(r"Depth, last hour \(0–[\d,]+\)", h) for h in header), header
+    # The queue page: times under every chart, the toolbar, units in the caption's place.
+    open_page(operator, stack, "queue?queue=lease")
+    assert "lease timeout 20 s" in main_text(operator)
+    ticks = operator.evaluate(_TICKS_JS)
+    assert len(ticks) >= 3 and all(n >= 2 for n in ticks), ticks
+    operator.locator("[data-testid='stPlotlyChart']").first.hover()
+    with operator.expect_download() as download:
+        operator.locator(".modebar-btn[data-title='Download plot as a PNG']").first.click()
+    assert download.value.suggested_filename.startswith("queueops-lease-") and \
+        download.value.suggested_filename.endswith(".png")
+    assert operator.locator(".modebar-btn[data-title='Reset axes']").count() >= 1
+    for queue in ("due", "ring"):
+        open_page(operator, stack, f"queue?queue={queue}")
+        assert "lease timeout" not in main_text(operator)[:600], queue
+    # 800 px: every card keeps its label and value whole, on the Overview and the queue page.
+    narrow = new_page(browser, width=800)
+    sign_in(narrow, stack.url, OPERATOR[0], OPERATOR[1])
+    assert narrow.evaluate(_CLIPPED_JS) == []
+    copy_for_readme(screenshot(narrow, stack.artifacts / "overview-800.png"), "overview-800.png")
+    open_page(narrow, stack, "queue?queue=lease")
+    assert narrow.evaluate(_CLIPPED_JS) == []
+    screenshot(narrow, stack.artifacts / "queue-800.png")
+    narrow.context.close()
+    # Dark: the browser's setting is followed, no toggle needed.
+    dark = new_page(browser, color_scheme="dark")
+    sign_in(dark, stack.url, OPERATOR[0], OPERATOR[1])
+    assert dark.evaluate(_BACKGROUND_JS) < 0.2
+    assert exceptions(dark) == []
+    copy_for_readme(screenshot(dark, stack.artifacts / "overview-dark.png"), "overview-dark.png")
+    open_page(dark, stack, "queue?queue=lease")
+    screenshot(dark, stack.artifacts / "queue-dark.png")
+    dark.context.close()
 
 
 def test_an_operator_requeues_through_clicks_and_the_stuck_leases_are_gone(operator: Page, stack: Stack) -> None:
