@@ -423,13 +423,40 @@ CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped, r.scheduled, 
       OFFSET 0) AS n
 CROSS JOIN LATERAL (SELECT NOT n.capped AND NOT n.scheduled_capped AND n.total < :cap AND n.processing < :cap
                            AND n.done < :cap AS all_exact) AS t
+-- Above the cap (issue 29: pg-boss with 5,260 runnable jobs read 'at least 1,000'): the ready
+-- values' rows (pg_stats MCV share x reltuples, as block status_follow) less the scheduled ones,
+-- counted exactly while they are under the cap, of which the share the cap's read found below
+-- max_attempts; with the scheduled ones past the cap too, no estimate (the MCV share counts them
+-- and nothing bounded separates them): 'at least'. processing and done from their values' share.
+CROSS JOIN LATERAL (
+    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) AS ready,
+           (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
+            WHERE m.v IN (:processing_values_text)) AS processing,
+           (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:done_values_text)) AS done
+    OFFSET 0
+) AS f
+CROSS JOIN LATERAL (SELECT CASE WHEN n.capped AND NOT n.scheduled_capped AND c.reltuples >= 0
+                                THEN c.reltuples * f.ready - n.scheduled END AS runnable_rows) AS r
 CROSS JOIN LATERAL (VALUES
-    ('depth', n.ready::float8, CASE WHEN NOT n.capped THEN 'exact' ELSE 'at least (cap of runnable items read)' END),
-    ('count_exhausted', n.exhausted::float8,
-     CASE WHEN NOT n.capped THEN 'exact (runnable ready items at max_attempts)' ELSE 'at least (cap of runnable items read)' END),
+    ('depth', CASE WHEN r.runnable_rows IS NULL THEN n.ready
+                   ELSE greatest(n.ready, r.runnable_rows * n.ready / greatest(n.seen, 1)) END::float8,
+     CASE WHEN NOT n.capped THEN 'exact'
+          WHEN r.runnable_rows IS NOT NULL THEN 'estimate (pg_stats MCV of the ready values less the scheduled counted)'
+          ELSE 'at least (cap of runnable items read)' END),
+    ('count_exhausted', CASE WHEN r.runnable_rows IS NULL THEN n.exhausted
+                             ELSE greatest(n.exhausted, r.runnable_rows * n.exhausted / greatest(n.seen, 1)) END::float8,
+     CASE WHEN NOT n.capped THEN 'exact (runnable ready items at max_attempts)'
+          WHEN r.runnable_rows IS NOT NULL THEN 'estimate (pg_stats MCV less the scheduled x the share at max_attempts in the cap read)'
+          ELSE 'at least (cap of runnable items read)' END),
     ('count_scheduled', n.scheduled::float8, CASE WHEN NOT n.scheduled_capped THEN 'exact' ELSE 'at least (cap reached)' END),
-    ('count_processing', n.processing::float8, CASE WHEN n.processing < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
-    ('count_done', n.done::float8, CASE WHEN n.done < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_processing', CASE WHEN n.processing < :cap OR f.processing IS NULL OR c.reltuples < 0 THEN n.processing
+                              ELSE greatest(n.processing, c.reltuples * f.processing) END::float8,
+     CASE WHEN n.processing < :cap THEN 'exact' WHEN f.processing IS NOT NULL AND c.reltuples >= 0
+          THEN 'estimate (pg_stats MCV)' ELSE 'at least (cap reached)' END),
+    ('count_done', CASE WHEN n.done < :cap OR f.done IS NULL OR c.reltuples < 0 THEN n.done
+                        ELSE greatest(n.done, c.reltuples * f.done) END::float8,
+     CASE WHEN n.done < :cap THEN 'exact' WHEN f.done IS NOT NULL AND c.reltuples >= 0
+          THEN 'estimate (pg_stats MCV)' ELSE 'at least (cap reached)' END),
     ('count_other', CASE WHEN t.all_exact THEN n.total - n.seen - n.scheduled - n.processing - n.done END::float8,
      CASE WHEN t.all_exact THEN 'exact (statuses not in ready, processing or done values)' ELSE 'unknown above the cap' END),
     ('rows_total', CASE WHEN n.total < :cap THEN n.total WHEN n.total IS NULL THEN c.n_live_tup
