@@ -113,6 +113,26 @@ class Partition(_Model):
         str, Field(strict=True, min_length=1, max_length=128), AfterValidator(_partition_value)]
 
 
+class Claims(_Model):
+    """Running items kept as rows of another table, each naming the process that holds it, whose
+    liveness is a heartbeat column of a process table (issue 29; Solid Queue:
+    ``solid_queue_claimed_executions.process_id`` -> ``solid_queue_processes.last_heartbeat_at``).
+
+    A claim is abandoned when its process row is missing or its heartbeat is at least ``alive_s``
+    old, as the library's own pruner judges it (Solid Queue: ``ClaimedExecution.orphaned`` and
+    ``Process.prunable``): stuck_leases counts those claims (at most the cap of claims read, each
+    with a key lookup of its process), oldest_lease_age_s is the oldest claim's age."""
+
+    schema_: Ident | None = Field(default=None, alias="schema")
+    table: Ident
+    process_column: Ident
+    claimed_at: Ident
+    process_table: Ident
+    process_key: Ident = "id"
+    heartbeat_column: Ident
+    alive_s: int = Field(gt=0, le=WEEK_S)
+
+
 class TimesFrom(_Model):
     """A side table that holds an item's times when the queue row does not (procrastinate keeps them
     in ``procrastinate_events``, Hangfire's ``JobQueue`` in ``Job.CreatedAt``).
@@ -211,6 +231,8 @@ class Queue(_Model):
     watermark: Watermark | None = None
     # Times kept in another table: enqueued_at / status_changed_at left empty are read from it.
     times_from: TimesFrom | None = None
+    # Running items as claims in another table, judged by their process's heartbeat (Claims).
+    claims: Claims | None = None
     # Columns that are NULL while an item is still open (GoodJob: finished_at; Que: finished_at,
     # expired_at): libraries that keep finished jobs in the queue table index only the open ones
     # (partial indexes WHERE finished_at IS NULL). Every per-queue statement then reads only rows

@@ -87,6 +87,17 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
         frags["seq_table"] = quote_table(schema, queue.sequence_table, dialect)
     if queue.capacity:
         frags["capacity"] = str(int(queue.capacity))
+    if queue.claims:
+        # Claims in another table (Solid Queue's claimed executions), judged by their process's
+        # heartbeat: stuck_leases.sql, block delete. alive_s is a validated integer.
+        cl = queue.claims
+        frags["claims_table"] = quote_table(cl.schema_ or schema, cl.table, dialect)
+        frags["claims_process"] = quote_ident(cl.process_column, dialect)
+        frags["claims_at"] = quote_ident(cl.claimed_at, dialect)
+        frags["process_table"] = quote_table(cl.schema_ or schema, cl.process_table, dialect)
+        frags["process_key"] = quote_ident(cl.process_key, dialect)
+        frags["heartbeat"] = quote_ident(cl.heartbeat_column, dialect)
+        frags["alive_s"] = str(int(cl.alive_s))
     # Always present (empty without open_when_null), so a block reads the same for every queue:
     # ``WHERE ...{open_and}`` adds `` AND "c" IS NULL ...``, ``FROM {table}{open_where}`` a WHERE.
     open_cond = " AND ".join([f"{quote_ident(c, dialect)} IS NULL" for c in queue.open_when_null]

@@ -274,3 +274,24 @@ CROSS JOIN LATERAL (VALUES
           WHEN ix.is_view THEN 'a view: index the status column of its base table'
           ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I, %I)', :qualified_table::text, :status_name::text, :key_name::text) END)
 ) AS v (metric, value, note)
+-- @block delete
+-- A delete queue whose running items are claims in another table (claims; issue 29: Solid Queue's
+-- solid_queue_claimed_executions, invisible before): a claim is abandoned when its process row is
+-- missing (Solid Queue's ClaimedExecution.orphaned) or its heartbeat is {alive_s} s old or more
+-- (Process.prunable: last_heartbeat_at <= now - process_alive_threshold), as the library's own
+-- pruner judges it. At most :cap claims are read (the table holds only the running items), each
+-- with a key lookup of its process. Rendered only for a queue with claims (the fragments).
+SELECT :queue AS queue, v.metric, v.value, v.note
+FROM (SELECT count(*) FILTER (WHERE l.dead) AS n, count(*) AS seen, min(l.claimed_at) AS oldest
+      FROM (SELECT c.{claims_at} AS claimed_at,
+                   p.{heartbeat} IS NULL OR p.{heartbeat} <= {clock} - make_interval(secs => {alive_s}) AS dead
+            FROM {claims_table} AS c LEFT JOIN {process_table} AS p ON p.{process_key} = c.{claims_process}
+            LIMIT :cap) AS l
+      OFFSET 0) AS s
+CROSS JOIN LATERAL (VALUES
+    ('stuck_leases', s.n::float8,
+     CASE WHEN s.seen >= :cap THEN 'at least (cap of claims read)'
+          ELSE 'exact (claims whose process is missing or silent for ' || {alive_s} || ' s)' END),
+    ('oldest_lease_age_s', coalesce(greatest(extract(epoch FROM {clock} - s.oldest), 0), 0)::float8,
+     CASE WHEN s.seen = 0 THEN 'no claim' WHEN s.seen >= :cap THEN 'oldest of the claims read' ELSE 'exact' END)
+) AS v (metric, value, note)
