@@ -10,6 +10,7 @@ import pandas as pd
 from console import style
 from console.views import actions_panel, audit, overview, queue_detail, trends
 from queueops.config import parse
+from tests.console.conftest import OPERATOR, VIEWER, ConsoleEnv, page, stuck_leases
 
 NOW = datetime(2026, 11, 26, 17, 44, tzinfo=UTC)
 
@@ -97,3 +98,38 @@ def test_rebuild_says_why_an_index_is_not_rebuilt() -> None:
     both = [*rows, {"index": "q_ix", "operation": "reindex_concurrently", "reason": "bloat 40 %"}]
     assert actions_panel.index_work_note("rebuild", both).startswith("Some indexes are left as they are")
     assert actions_panel.index_work_note("requeue", rows) == ""
+
+
+# -- on the lab (AppTest) ------------------------------------------------------------------------
+
+
+def _all(at: object, name: str) -> list[str]:
+    value = at.query_params[name]  # type: ignore[attr-defined]
+    return list(value) if isinstance(value, list) else [value]
+
+
+def test_the_audit_filters_come_from_and_go_to_the_url(env: ConsoleEnv) -> None:
+    from queueops import actions, roles
+
+    stuck_leases(env, 1)
+    cfg = env.config()
+    actions.execute(cfg, actions.plan(cfg, "requeue", "lease"), actor=roles.Actor(OPERATOR[0], "operator", "test"))
+    actions.execute(cfg, actions.plan(cfg, "requeue", "lease"), actor=roles.Actor(VIEWER[0], "viewer", "test"))
+    at = page("console.views.audit", period="24h", outcome="refused")  # a link someone sent
+    assert not at.exception
+    assert at.selectbox(key="audit_period").value == "24 h"
+    assert list(at.dataframe[0].value["Outcome"]) == ["refused"]
+    at.text_input(key="audit_text").input(VIEWER[0]).run()
+    assert _all(at, "q") == [VIEWER[0]] and _all(at, "outcome") == ["refused"]
+    at.multiselect(key="audit_outcome").set_value([]).run()
+    assert "outcome" not in at.query_params and _all(at, "period") == ["24h"]
+
+
+def test_rebuild_on_a_small_table_says_only_vacuum_runs_and_why(env: ConsoleEnv) -> None:
+    at = page("console.views.queue_detail", queue="lease")
+    at.button_group(key="act_choice_lease").set_value("rebuild").run()
+    at.button(key="FormSubmitter:act_form_lease_rebuild-Preview").click().run()
+    assert not at.exception
+    note = next(i.value for i in at.info if "No index is rebuilt" in i.value)
+    assert "only the table maintenance below runs" in note and "too small" in note
+    assert any("VACUUM" in c.value for c in at.code)
