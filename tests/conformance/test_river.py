@@ -1,8 +1,8 @@
 """Issue 29, River: the preset's figures against River's own definitions, at production size, in
 three server time zones.
 
-River is Go: it cannot be installed here. Its migrations 001-007 and the queries it runs are copied
-verbatim from riverqueue/river v0.43.0 + 2 commits (fdf6cdf) into
+River is Go: it cannot be installed here. The river_job statements of its migrations 002-007 and
+the queries it runs are transcribed from riverqueue/river v0.43.0 + 2 commits (fdf6cdf) into
 tests/conformance/upstream/river_v0.43.0.sql and run here with River's schema placeholder and sqlc
 parameters filled in:
 
@@ -55,7 +55,7 @@ def _schema(text: str, s: str) -> str:
 
 
 def migrations(s: str) -> list[str]:
-    """River's up migrations in order, each its own statement string (each runs in its own
+    """River's up migrations of river_job in order, each its own statement string (each runs in its own
     transaction, as river migrate-up does: 004 adds an enum value that 006 uses)."""
     parts = re.split(r"^-- migration: .*$", SOURCE.split("\n-- name: ")[0], flags=re.M)[1:]
     return [_schema(p, s) for p in parts]
