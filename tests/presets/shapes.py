@@ -74,7 +74,8 @@ CREATE INDEX index_good_jobs_on_queue_name_and_scheduled_at ON {s}.good_jobs (qu
     WHERE finished_at IS NULL;
 CREATE INDEX index_good_jobs_on_scheduled_at ON {s}.good_jobs (scheduled_at) WHERE finished_at IS NULL;
 """,
-    # Solid Queue's db/queue_schema.rb (the ready executions table).
+    # Solid Queue's db/queue_schema.rb: the ready executions, and the claims with their processes (the
+    # preset's claims: a dead process's claimed jobs are its stuck_leases).
     "solid_queue": """
 CREATE TABLE {s}.solid_queue_ready_executions (
     id bigserial PRIMARY KEY, job_id bigint NOT NULL, queue_name varchar NOT NULL,
@@ -82,6 +83,15 @@ CREATE TABLE {s}.solid_queue_ready_executions (
 CREATE UNIQUE INDEX index_solid_queue_ready_executions_on_job_id ON {s}.solid_queue_ready_executions (job_id);
 CREATE INDEX index_solid_queue_poll_all ON {s}.solid_queue_ready_executions (priority, job_id);
 CREATE INDEX index_solid_queue_poll_by_queue ON {s}.solid_queue_ready_executions (queue_name, priority, job_id);
+CREATE TABLE {s}.solid_queue_claimed_executions (
+    id bigserial PRIMARY KEY, job_id bigint NOT NULL, process_id bigint, created_at timestamp(6) NOT NULL);
+CREATE UNIQUE INDEX index_solid_queue_claimed_executions_on_job_id ON {s}.solid_queue_claimed_executions (job_id);
+CREATE INDEX index_solid_queue_claimed_executions_on_process_id_and_job_id
+    ON {s}.solid_queue_claimed_executions (process_id, job_id);
+CREATE TABLE {s}.solid_queue_processes (
+    id bigserial PRIMARY KEY, kind varchar NOT NULL, last_heartbeat_at timestamp(6) NOT NULL, supervisor_id bigint,
+    pid integer NOT NULL, hostname varchar, metadata text, created_at timestamp(6) NOT NULL, name varchar NOT NULL);
+CREATE INDEX index_solid_queue_processes_on_last_heartbeat_at ON {s}.solid_queue_processes (last_heartbeat_at);
 """,
     # Que's schema version 7.
     "que": """
