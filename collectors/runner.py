@@ -81,6 +81,7 @@ def queue_values(queue: Queue, dialect: str, types: Types | None = None) -> dict
         "lease_name": queue.lease_column or "",
         "due_name": queue.due_column or "",
         "error_name": queue.error_column or "",
+        "runnable_name": queue.runnable_at or "",
         "ready_values": coltypes.bind_compared_values(ready, dialect),
         "processing_values": coltypes.bind_compared_values(processing, dialect),
         "done_values": coltypes.bind_compared_values(done, dialect),
@@ -153,7 +154,9 @@ def _render_queue(sqlf: sqlfiles.SqlFile, queue: Queue, dialect: str,
     # An error column kept on a failed row (lease kind): a block that counts it apart, where the
     # dialect has one (SQL Server's depth lease_error; PostgreSQL's lease block estimates it).
     error = (f"{queue.kind}_error",) if queue.error_column else ()
-    chain: tuple[str, ...] = (*heap, *side, *error, queue.kind, f"{queue.kind}_basic", "any")
+    # age_from = "enqueued" (a due queue, PGMQ): oldest_age_s from the enqueue time, not the lateness.
+    enqueued = (f"{queue.kind}_enqueued",) if queue.age_from == "enqueued" else ()
+    chain: tuple[str, ...] = (*enqueued, *heap, *side, *error, queue.kind, f"{queue.kind}_basic", "any")
     if queue.follows_readiness and sqlf.has_block(f"{queue.kind}_follow"):
         # A mapping with readiness fields (runnable_at, max_attempts, lease_ready, ready_flag, ...)
         # is read by the blocks that follow them, and only by those: when none renders (a column

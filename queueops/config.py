@@ -221,6 +221,12 @@ class Queue(_Model):
     error_at: Ident | None = None
     # due kind
     due_column: Ident | None = None
+    # What oldest_age_s counts from (due kind; issue 29). "due": the lateness of the most overdue item
+    # (now - its due time). "enqueued": now - enqueued_at of the oldest item still in the table (its
+    # lowest key), read or not, as PGMQ's own metrics() reports oldest_msg_age_sec: a message stays
+    # in the table until it is deleted or archived, and one read again every visibility timeout
+    # (a consumer that keeps failing on it) is still waiting, which the lateness would hide.
+    age_from: Literal["due", "enqueued"] = "due"
     # ring kind
     sequence_table: Ident | None = None
     push_column: Ident | None = None
@@ -309,6 +315,9 @@ class Queue(_Model):
         problem = _readiness_problem(self)
         if problem:
             raise ValueError(problem)
+        if self.age_from == "enqueued" and (self.kind != "due" or not self.enqueued_at):
+            raise ValueError("age_from = \"enqueued\" needs kind = \"due\" and enqueued_at (the oldest item's "
+                             "enqueue time is what oldest_age_s then counts from)")
         if self.data_table and not self.data_key:
             raise ValueError(f"data_table {self.data_table!r} needs data_key: the payload table's column that "
                              "holds the queue's key (archive deletes payload rows only through it)")

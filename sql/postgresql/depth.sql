@@ -226,10 +226,19 @@ CROSS JOIN LATERAL (VALUES
           ELSE 'at least (cap reached; no statistics)' END),
     -- Above the cap the open-rows estimate has counted the rows not yet due (o.not_due, from the
     -- due index): below the cap that count is exact (issue 29: it was 'unknown' with ~5,000 waiting).
+    -- A table of open rows only (PGMQ: done messages are deleted or archived; issue 29, 'unknown'
+    -- for 190,330 in flight or delayed): the total less the exact depth, or past the cap the
+    -- total's share not due (the same pg_stats share depth's estimate reads, so the two add up).
     ('count_not_due', CASE WHEN n.ready < :cap AND n.total < :cap THEN n.total - n.locked - n.ready
-                           WHEN o.not_due < :cap THEN o.not_due END::float8,
+                           WHEN o.not_due < :cap THEN o.not_due
+                           WHEN c.open_tuples IS NULL AND n.ready < :cap THEN greatest(e.total - n.locked - n.ready, 0)
+                           WHEN c.open_tuples IS NULL AND f.share IS NOT NULL THEN e.total * (1 - f.share) END::float8,
      CASE WHEN n.ready < :cap AND n.total < :cap THEN 'exact'
-          WHEN o.not_due < :cap THEN 'exact (counted from the due index)' ELSE 'unknown above the cap' END),
+          WHEN o.not_due < :cap THEN 'exact (counted from the due index)'
+          WHEN c.open_tuples IS NULL AND n.ready < :cap AND e.total IS NOT NULL THEN 'estimate (rows_total - depth)'
+          WHEN c.open_tuples IS NULL AND f.share IS NOT NULL AND e.total IS NOT NULL
+          THEN 'estimate (rows_total x the share not due, pg_stats)'
+          ELSE 'unknown above the cap' END),
     ('rows_total', e.total::float8,
      CASE WHEN n.total < :cap THEN 'exact'
           WHEN n.total IS NULL THEN 'estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)'

@@ -49,6 +49,16 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
        greatest(coalesce(extract(epoch FROM {clock} - (SELECT {due} FROM {table} WHERE {due} <= {clock}{open_and}{unlocked_and}
                                                       ORDER BY {due} LIMIT 1)), 0), 0)::float8 AS value,
        '' AS note
+-- @block due_enqueued
+-- age_from = "enqueued" (PGMQ; issue 29): the library's own oldest-message age, now - the enqueue
+-- time of the oldest item still in the table (pgmq.metrics(): oldest_msg_age_sec = now() -
+-- min(enqueued_at) over the queue table). Visible or not, read or not, a message is waiting until
+-- it is deleted or archived. Keys are given in enqueue order (an identity), so the lowest key is
+-- the oldest item: one index tuple, not PGMQ's read of every row.
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       greatest(coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table}{open_where}
+                                                      ORDER BY {key} LIMIT 1)), 0), 0)::float8 AS value,
+       'since enqueued: the oldest item in the table, read or not (the library''s oldest-message age)' AS note
 -- @block ring
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        coalesce(extract(epoch FROM {clock} - (SELECT r.{enqueued_at} FROM {table} AS r, {seq_table} AS s
