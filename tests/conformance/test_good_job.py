@@ -279,3 +279,19 @@ def test_reads_are_bounded_and_the_live_check_agrees(lab: Lab, good_job: dict[st
     assert {r.collector for r in reads} >= {"depth", "oldest_age_s"}, reads
     assert all(r.buffers <= common.BUFFER_BOUND for r in reads), reads
     assert not [f for f in findings if "scans" in f.reason], findings
+
+
+def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, good_job: dict[str, Any]) -> None:
+    """Item 6: ``discover`` proposes the good_job preset for good_jobs as the library's install migration on Rails 7.1+ creates it
+    (timestamp(6) without time zone, uuid), and proposes none of its side tables as a queue of its own."""
+    from queueops import discovery, engine
+
+    schema = good_job["schema"]
+    cfg = _cfg(lab, schema, "UTC")
+    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
+    try:
+        tables = discovery.read_catalog(conn)
+    finally:
+        conn.close()
+    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == schema]
+    assert found == [("good_jobs", "good_job")], found

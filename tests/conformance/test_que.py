@@ -403,3 +403,19 @@ def test_reads_are_bounded_and_the_live_check_agrees(lab: Lab, que: tuple[str, W
     assert reads["oldest_age_s"].buffers <= common.BUFFER_BOUND, reads
     findings = [f for f in livecheck.report_live(cfg).findings if f.queue == "que" and f.field == "oldest_age_s"]
     assert not findings, findings
+
+
+def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, que: tuple[str, Worker]) -> None:
+    """Item 6: ``discover`` proposes the que preset for que_jobs as the library's migrations 1..7 creates it
+    (timestamptz, smallint priority, jsonb), and proposes none of its side tables as a queue of its own."""
+    from queueops import discovery, engine
+
+    schema = que[0]
+    cfg = _cfg(lab, schema, "UTC")
+    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
+    try:
+        tables = discovery.read_catalog(conn)
+    finally:
+        conn.close()
+    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == schema]
+    assert found == [("que_jobs", "que")], found

@@ -282,3 +282,19 @@ def test_solid_queue_fails_abandoned_claims_itself_and_requeue_is_refused(
         assert not set(taken) & (set(failed) | set(solid_queue["running"]))
     finally:
         fresh.conn.close()
+
+
+def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, solid_queue: dict[str, Any]) -> None:
+    """Item 6: ``discover`` proposes the solid_queue preset for solid_queue_ready_executions as the library's queue_schema.rb creates it
+    (timestamp(6) without time zone, character varying), and proposes none of its side tables as a queue of its own."""
+    from queueops import discovery, engine
+
+    schema = solid_queue["schema"]
+    cfg = _cfg(lab, schema, "UTC")
+    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
+    try:
+        tables = discovery.read_catalog(conn)
+    finally:
+        conn.close()
+    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == schema]
+    assert found == [("solid_queue_ready_executions", "solid_queue")], found
