@@ -4,14 +4,11 @@ Oban, GoodJob and Solid Queue write ``timestamp without time zone`` columns in U
 ``now()`` PostgreSQL reads such a value in the session's TimeZone, so under Asia/Tokyo every job
 looked 9 h older (Oban: live jobs stuck, and in the requeue preview) and under America/New_York 5 h
 younger (GoodJob depth 0, negative ages). Their presets say ``naive_times = "utc"`` and every
-statement compares with the UTC wall clock instead. Here each preset's table (tests/presets/shapes.py)
-is filled as its library writes it, then collected and previewed by sessions whose TimeZone is UTC,
-Asia/Tokyo and America/New_York (the connection's ``options=-c TimeZone=...``): the figures are the
-same in the three and equal the ground truth computed by SQL in a UTC session; a job with a fresh
-attempt is never in a requeue preview. A hand-rolled naive table written with a local ``now()``
-keeps today's reading (the default: the session's zone) and stays right. GoodJob and Solid Queue
-are checked in the three zones at production size on their own schemas and statements
-(tests/conformance/test_good_job.py, test_solid_queue.py).
+statement compares with the UTC wall clock instead. The three libraries are checked in UTC,
+Asia/Tokyo and America/New_York at production size on their own schemas and statements
+(tests/conformance/test_oban.py, with its requeue preview in every zone, test_good_job.py,
+test_solid_queue.py). Here: a hand-rolled naive table written with a local ``now()`` keeps today's
+reading (the default: the session's zone) and stays right, and the mapping's rules.
 """
 
 from __future__ import annotations
@@ -29,41 +26,8 @@ from psycopg import sql
 from collectors import runner
 from queueops import actions, coltypes, config, fragments
 from tests.conftest import Lab
-from tests.presets.shapes import SHAPES
 
-ZONES = ("UTC", "Asia/Tokyo", "America/New_York")
 AGE_SLACK_S = 30.0  # the zones are read a few seconds apart
-
-# Rows as each library writes them: every time is timezone('UTC', now()) ({u}: Oban's default, Rails').
-UTC = "timezone('UTC', now())"
-SEED = {
-    # 5 available (inserted 10 min ago), 3 scheduled in an hour, 4 executing with a fresh attempt
-    # (1 min), 2 executing for 2 h (past lease_timeout_s 4200: abandoned).
-    "oban": """
-INSERT INTO {s}.oban_jobs (state, worker, attempt, inserted_at, scheduled_at, attempted_at)
-SELECT x.state::{s}.oban_job_state, x.worker, x.attempt, x.ins, x.sch, x.att FROM (
-SELECT 'available' AS state, 'W' AS worker, 0 AS attempt, {u} - interval '10 min' AS ins,
-       {u} - interval '10 min' AS sch, NULL::timestamp AS att FROM generate_series(1, 5)
-UNION ALL SELECT 'scheduled', 'W', 0, {u}, {u} + interval '1 hour', NULL FROM generate_series(1, 3)
-UNION ALL SELECT 'executing', 'W', 1, {u} - interval '20 min', {u} - interval '20 min', {u} - interval '1 min'
-          FROM generate_series(1, 4)
-UNION ALL SELECT 'executing', 'W', 1, {u} - interval '3 hours', {u} - interval '3 hours', {u} - interval '2 hours'
-          FROM generate_series(1, 2)) AS x""",
-}
-
-# Ground truth, each library's own definition, computed in a UTC session (where a naive UTC value
-# compared with now() is read right).
-TRUTH = {
-    "oban": """
-SELECT count(*) FILTER (WHERE state = 'available' AND attempt < max_attempts) AS depth,
-       extract(epoch FROM now() - min(inserted_at) FILTER (WHERE state = 'available'))::float8 AS oldest_age_s,
-       count(*) FILTER (WHERE state = 'executing' AND attempt < max_attempts
-                          AND attempted_at < now() - interval '4200 s') AS stuck_leases,
-       extract(epoch FROM now() - min(attempted_at) FILTER (WHERE state = 'executing'))::float8 AS oldest_lease_age_s
-FROM {s}.oban_jobs""",
-}
-AGES = ("oldest_age_s", "oldest_lease_age_s")
-
 
 @pytest.fixture()
 def schema(lab: Lab) -> Iterator[str]:
@@ -92,48 +56,6 @@ def _collect(cfg: config.Config, queue: str) -> dict[str, float | None]:
     errors = [s.error for s in result.status if not s.ok]
     assert not errors, errors
     return {r.metric: r.value for r in result.rows if r.queue == queue}
-
-
-def _session_zone(lab: Lab, zone: str) -> str:
-    with psycopg.connect(_zone_url(lab, zone), password=lab.password) as conn:
-        return str(conn.execute("SHOW TimeZone").fetchone()[0])
-
-
-@pytest.mark.parametrize("preset", sorted(SEED))
-def test_naive_utc_preset_same_figures_in_every_server_time_zone(lab: Lab, schema: str, preset: str) -> None:
-    s = f'"{schema}"'
-    with lab.connect() as conn:
-        conn.execute(SHAPES[preset].format(s=s))
-        conn.execute(SEED[preset].format(s=s, u=UTC))
-        conn.execute("SET TimeZone = 'UTC'")
-        cur = conn.execute(TRUTH[preset].format(s=s))
-        truth = dict(zip([d.name for d in cur.description or []], cur.fetchone() or (), strict=True))
-    queue = {"name": preset, "preset": preset, "schema": schema}
-    seen: dict[str, dict[str, float | None]] = {}
-    for zone in ZONES:
-        assert _session_zone(lab, zone) == zone
-        rows = _collect(_config(lab, zone, [queue]), preset)
-        seen[zone] = {m: rows.get(m) for m in truth}
-        for metric, want in truth.items():
-            got = rows.get(metric)
-            assert got is not None, (zone, metric, rows)
-            if metric in AGES:
-                assert abs(got - float(want)) <= AGE_SLACK_S, (zone, metric, got, want, seen)
-            else:
-                assert got == want, (zone, metric, got, want, seen)
-        if preset == "oban":
-            # The requeue preview (cutoff from the database clock, as the column holds it): the two
-            # abandoned jobs only, never one with a fresh attempt, in every zone.
-            plan = actions.plan(_config(lab, zone, [queue]), "requeue", preset, {})
-            with lab.connect() as conn:
-                stale = {r[0] for r in conn.execute(sql.SQL(
-                    "SELECT id FROM {}.oban_jobs WHERE state = 'executing' AND attempted_at < "
-                    "timezone('UTC', now()) - interval '4200 s'").format(sql.Identifier(schema)))}
-            assert plan.preview.row_count == 2, (zone, plan.preview.summary)
-            assert {r["item"] for r in plan.preview.rows} == stale, (zone, plan.preview.rows)
-            assert all(7200 - AGE_SLACK_S <= r["lease_age_s"] <= 7200 + AGE_SLACK_S for r in plan.preview.rows), \
-                (zone, plan.preview.rows)
-    print(f"\nNAIVE {preset}: truth {truth}; " + "; ".join(f"{z}: {v}" for z, v in seen.items()))
 
 
 HAND_ROLLED = """
