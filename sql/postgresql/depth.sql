@@ -435,8 +435,12 @@ CROSS JOIN LATERAL (SELECT NOT n.capped AND NOT n.scheduled_capped AND n.total <
 -- Above the cap (issue 29: pg-boss with 5,260 runnable jobs read 'at least 1,000'): the ready
 -- values' rows (pg_stats MCV share x reltuples, as block status_follow) less the scheduled ones,
 -- counted exactly while they are under the cap, of which the share the cap's read found below
--- max_attempts; with the scheduled ones past the cap too, no estimate (the MCV share counts them
--- and nothing bounded separates them): 'at least'. processing and done from their values' share.
+-- max_attempts. Past the cap too (pgqueuer with 155,000 jobs enqueued for later: the MCV share
+-- alone read 160,023 for 5,265), the scheduled ones are the rows whose runnable_at is ahead of the
+-- clock, from runnable_at's pg_stats (most common values, then the histogram's share, as the
+-- prelude's due_share): a job is never taken before its runnable time, so only waiting rows have
+-- one ahead. Its resolution is the histogram's: one bucket is 1/statistics_target of the rows.
+-- processing and done from their values' share.
 CROSS JOIN LATERAL (
     SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) AS ready,
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
@@ -444,20 +448,50 @@ CROSS JOIN LATERAL (
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:done_values_text)) AS done
     OFFSET 0
 ) AS f
-CROSS JOIN LATERAL (SELECT CASE WHEN n.capped AND NOT n.scheduled_capped AND c.reltuples >= 0
-                                THEN c.reltuples * f.ready - n.scheduled END AS runnable_rows) AS r
+CROSS JOIN LATERAL (
+    -- A timestamptz value as text carries its offset; a naive one is read as {clock} reads the column.
+    SELECT CASE WHEN st.histogram_bounds IS NOT NULL OR st.most_common_vals IS NOT NULL THEN
+               coalesce((SELECT sum(m.f) FROM unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS m (v, f)
+                         WHERE CASE WHEN st.tz THEN m.v::timestamptz > now() ELSE m.v::timestamp > {clock} END), 0)
+               + greatest(1 - coalesce((SELECT sum(m.f) FROM unnest(st.most_common_freqs) AS m (f)), 0)
+                            - coalesce(st.null_frac, 0), 0)
+                 * coalesce((SELECT avg((CASE WHEN st.tz THEN b.v::timestamptz > now() ELSE b.v::timestamp > {clock} END)::int)
+                             FROM unnest(st.histogram_bounds::text::text[]) AS b (v)), 0)
+           END AS share
+    FROM (SELECT 1) AS one
+    LEFT JOIN LATERAL (SELECT s.histogram_bounds, s.most_common_vals, s.most_common_freqs, s.null_frac,
+                              a.atttypid = 'timestamptz'::regtype AS tz
+                       FROM pg_stats AS s JOIN pg_attribute AS a ON a.attrelid = to_regclass(:qualified_table)
+                                                                 AND a.attname = s.attname
+                       WHERE s.schemaname = :schema_name AND s.tablename = :table_name AND s.attname = :runnable_name
+                       ORDER BY s.inherited LIMIT 1) AS st ON true
+    OFFSET 0
+) AS ahead
+CROSS JOIN LATERAL (SELECT CASE WHEN NOT n.scheduled_capped THEN n.scheduled
+                                WHEN ahead.share IS NOT NULL AND c.reltuples >= 0
+                                THEN greatest(n.scheduled, c.reltuples * ahead.share) END AS scheduled) AS sc
+-- Statistics older than the rows (ANALYZE not run since a burst): an estimate at or below what the
+-- cap's read already found says nothing more than it: 'at least' then.
+CROSS JOIN LATERAL (SELECT CASE WHEN n.capped AND sc.scheduled IS NOT NULL AND c.reltuples >= 0
+                                     AND c.reltuples * f.ready - sc.scheduled > n.seen
+                                THEN c.reltuples * f.ready - sc.scheduled END AS runnable_rows) AS r
 CROSS JOIN LATERAL (VALUES
     ('depth', CASE WHEN r.runnable_rows IS NULL THEN n.ready
                    ELSE greatest(n.ready, r.runnable_rows * n.ready / greatest(n.seen, 1)) END::float8,
      CASE WHEN NOT n.capped THEN 'exact'
-          WHEN r.runnable_rows IS NOT NULL THEN 'estimate (pg_stats MCV of the ready values less the scheduled counted)'
+          WHEN r.runnable_rows IS NOT NULL AND NOT n.scheduled_capped
+          THEN 'estimate (pg_stats MCV of the ready values less the scheduled counted)'
+          WHEN r.runnable_rows IS NOT NULL
+          THEN 'estimate (pg_stats MCV of the ready values less the share of runnable_at ahead)'
           ELSE 'at least (cap of runnable items read)' END),
     ('count_exhausted', CASE WHEN r.runnable_rows IS NULL THEN n.exhausted
                              ELSE greatest(n.exhausted, r.runnable_rows * n.exhausted / greatest(n.seen, 1)) END::float8,
      CASE WHEN NOT n.capped THEN 'exact (runnable ready items at max_attempts)'
           WHEN r.runnable_rows IS NOT NULL THEN 'estimate (pg_stats MCV less the scheduled x the share at max_attempts in the cap read)'
           ELSE 'at least (cap of runnable items read)' END),
-    ('count_scheduled', n.scheduled::float8, CASE WHEN NOT n.scheduled_capped THEN 'exact' ELSE 'at least (cap reached)' END),
+    ('count_scheduled', coalesce(sc.scheduled, n.scheduled)::float8,
+     CASE WHEN NOT n.scheduled_capped THEN 'exact' WHEN sc.scheduled IS NOT NULL
+          THEN 'estimate (pg_stats of runnable_at: the share ahead of the clock)' ELSE 'at least (cap reached)' END),
     ('count_processing', CASE WHEN n.processing < :cap OR f.processing IS NULL OR c.reltuples < 0 THEN n.processing
                               ELSE greatest(n.processing, c.reltuples * f.processing) END::float8,
      CASE WHEN n.processing < :cap THEN 'exact' WHEN f.processing IS NOT NULL AND c.reltuples >= 0
