@@ -74,7 +74,7 @@ FROM {table}{open_where}
 ORDER BY {key} LIMIT :limit_n
 -- @block waiting_due
 -- The most overdue items of a due queue, through the due column's index (oldest_age_s.sql, block due);
--- with advisory_lock (Que) the items a worker holds are running, not waiting: left out.
+-- with advisory_lock (Que) the items a worker holds (in progress, not waiting) are left out.
 SELECT {key} AS item, {due} AS since,
        round(extract(epoch FROM {clock} - {due})::numeric, 1)::float8 AS age_s,
        CAST(NULL AS int) AS attempts, CAST(NULL AS text) AS last_error, CAST(NULL AS text) AS owner
