@@ -281,6 +281,9 @@ class Queue(_Model):
         missing = [f for f in required if getattr(self, f) is None]
         if missing:
             raise ValueError(f"kind {self.kind!r} needs {', '.join(missing)}")
+        if self.claims is not None and self.kind != "delete":
+            raise ValueError(f"claims apply to a delete queue (its running items live in the claims table); "
+                             f"kind {self.kind!r} has its own lease or status")
         if self.times_from is not None:
             if self.kind == "ring":
                 raise ValueError("times_from does not apply to a ring (its slots hold their own times)")
@@ -638,6 +641,10 @@ def _cross_checks(cfg: Config) -> list[Problem]:
             problems.append(Problem(f"{where}.advisory_lock", "true",
                                     "advisory locks are PostgreSQL's (pg_try_advisory_lock); SQL Server's "
                                     "statements could not leave locked items out of depth"))
+        if target.dialect == "mssql" and q.claims is not None:
+            problems.append(Problem(f"{where}.claims", q.claims.table,
+                                    "claims are read by PostgreSQL's stuck_leases only; on SQL Server no "
+                                    "statement would count them (stuck_leases would be silently absent)"))
         for fld, value in _identifier_fields(q):
             problem = identifier_problem(value, target.dialect)
             if problem:

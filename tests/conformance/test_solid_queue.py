@@ -298,3 +298,18 @@ def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, solid_queu
         conn.close()
     found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == schema]
     assert found == [("solid_queue_ready_executions", "solid_queue")], found
+
+
+def test_claims_mapping_is_refused_where_nothing_would_count_it() -> None:
+    """A claims mapping on SQL Server, or on a kind with its own lease or status, would leave
+    stuck_leases silently absent: refused with the reason."""
+    raw = {"targets": [{"name": "t", "dialect": "mssql", "url": "mssql+pyodbc://u@h/db"}],
+           "queues": [{"name": "q", "target": "t", "preset": "solid_queue"}]}
+    with pytest.raises(common.config.ConfigError, match="claims.*SQL Server"):
+        common.config.parse(raw)
+    claims = presets.get("solid_queue").queue["claims"]
+    lease = {"targets": [{"name": "t", "dialect": "postgresql", "url": "postgresql://u@h/db"}],
+             "queues": [{"name": "q", "target": "t", "kind": "lease", "table": "jobs", "key": "id",
+                         "lease_column": "leased_at", "claims": claims}]}
+    with pytest.raises(common.config.ConfigError, match="claims apply to a delete queue"):
+        common.config.parse(lease)
