@@ -129,6 +129,23 @@ def _escalation_warning(ctx: PlanContext, q: Queue) -> list[str]:
             f"({indexadvice.create_index(q, need, 'mssql')}), or keep --max-items under {ESCALATION_LOCKS:,}"]
 
 
+def _exhausted_warning(ctx: PlanContext, q: Queue, sqlf: sqlfiles.SqlFile, follow: str, frags: dict[str, str],
+                       values: dict[str, Any], keys: list[Any] | None, what: str, held: str) -> list[str]:
+    """Items held too long but at max_attempts are never released (issue 29: Oban would never fetch
+    them, they sorted first and stalled its fetch): the preview says how many and why, so an operator
+    does not read the smaller count as the whole stuck set. Counted by the same count block with
+    {live} turned round."""
+    if not follow or frags.get("exhausted", "false") in ("false", "(1 = 0)"):
+        return []
+    n = int(ctx.session.run(_render(sqlf, f"count_{q.kind}{follow}", {**frags, "live": frags["exhausted"]},
+                                    {**values, "limit_n": LIMIT_ALL}, keys))[0]["n"])
+    if not n:
+        return []
+    return [f"{n} {what} {held} at max_attempts not released: the library never takes an item at its attempt "
+            "limit again (set back to ready it would only block the queue); the library's own rescue fails or "
+            "discards it (Oban's Lifeline: discarded), or leave it to an operator to fail"]
+
+
 def plan(ctx: PlanContext) -> Plan:
     q, opts = ctx.queue, ctx.options
     check(q, opts)
@@ -170,6 +187,7 @@ def plan(ctx: PlanContext) -> Plan:
                         "compare the lease value (compare-and-set), or the item is processed twice")
     held = (f"locked further ahead than {timeout:g} s" if follow == "_follow_past"
             else f"older than {timeout:g} s")
+    warnings += _exhausted_warning(ctx, q, sqlf, follow, frags, values, keys, what, held)
     if keys and count < len(keys):
         warnings.append(f"{count} of the {len(keys)} selected key(s) qualify; the others are not released: not "
                         f"{held}, failed, exhausted, already free or not found")

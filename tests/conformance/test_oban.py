@@ -257,7 +257,10 @@ def test_requeue_releases_only_abandoned_jobs_and_obans_fetch_takes_each_once(la
         keys = {r["item"] for r in plan.preview.rows}
         assert keys == rescue, (zone, sorted(keys ^ rescue))
         assert not keys & (fresh | last), zone
-        assert any("Lifeline" in w for w in plan.preview.warnings), plan.preview.warnings
+        assert any("Lifeline rescues" in w for w in plan.preview.warnings), plan.preview.warnings
+        # the 5 on their last attempt: not released, and the preview says how many and why
+        assert any(w.startswith("5 processing item(s) older than 4200 s at max_attempts not released")
+                   for w in plan.preview.warnings), plan.preview.warnings
     result = common.requeue(_cfg(lab, oban, "Asia/Tokyo", tmp_path / "store.db"), "oban")
     assert result.outcome == "ok", result
     with lab.connect() as conn:
