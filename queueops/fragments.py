@@ -179,6 +179,9 @@ def readiness_fragments(queue: Queue, dialect: str) -> dict[str, str]:
     pg = dialect == "postgresql"
     now, (true, false) = clock(queue, dialect), (("true", "false") if pg else ("1", "(1 = 0)"))
     out = {"exhausted": false, "exhausted_next": false, "failed": false, "bump_set": "", "bump_col": ""}
+    # {exact_note}: an exact stuck count's note names the exclusion only where there is one (a
+    # runnable_at alone sends procrastinate's and pgqueuer's reads here, with no max_attempts).
+    out["exact_note"] = "'exact'"
     # A status queue (its readiness is its status values): {exhausted} and {owner_set} / {owner_col}
     # (requeue's status blocks write the status themselves, bound as a value).
     owner = q(queue.owner_column) if queue.owner_column else ""
@@ -200,6 +203,7 @@ def readiness_fragments(queue: Queue, dialect: str) -> dict[str, str]:
             return (f"coalesce({expr} >= {limit}, false)" if pg
                     else f"(CASE WHEN {expr} >= {limit} THEN 1 ELSE 0 END = 1)")
         out["exhausted"], out["exhausted_next"] = reached(attempts), reached(f"{attempts} + 1")
+        out["exact_note"] = "'exact (items at max_attempts excluded)'"
     if queue.attempts_column:
         attempts = q(queue.attempts_column)
         out["bump_set"] = f", {attempts} = {'t.' if pg else ''}{attempts} + 1"

@@ -265,7 +265,7 @@ CROSS JOIN LATERAL (VALUES
      CASE WHEN s.n IS NULL THEN 'not counted: no index serves the read of processing items: none leads with the '
                                 || 'status column, none is partial on exactly the processing values (see missing_index)'
           WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
-          WHEN ix.indexed OR ix.partial THEN 'exact (items at max_attempts excluded)'
+          WHEN ix.indexed OR ix.partial THEN {exact_note}
           ELSE 'exact (small table, no status index)' END),
     ('oldest_lease_age_s', CASE WHEN ix.counted THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
      CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -82,8 +83,18 @@ def test_discover_finds_lab_and_libraries(installed: LibServer, tmp_path: Path) 
     assert check.returncode == 0, check.stdout + check.stderr
     assert "(0 error(s)" in check.stdout or check.stdout.rstrip().endswith(": ok")
     # issue 13's EXPLAIN check of every frequent statement: the presets' statements seek on the
-    # libraries' own schemas (and the lab's tables)
-    assert "scans instead of seeking" not in check.stdout
+    # libraries' own schemas (and the lab's tables), except those no index of the library can
+    # serve, which the check names with the index that would (issue 29: depth and the oldest age
+    # follow each fetch's runnable time, procrastinate's scheduled_at and pgqueuer's execute_after,
+    # which neither library indexes after its status; measured at 200,000 rows in
+    # tests/libraries/test_conformance_*.py, over the read bound there too).
+    scans = {re.sub(r"^.*queue '(\w+)': (\w+) = .*fix: (.*)$", r"\1 \2 \3", ln)
+             for ln in check.stdout.splitlines() if "scans instead of seeking" in ln}
+    assert scans == {'pgqueuer depth CREATE INDEX CONCURRENTLY ON "public"."pgqueuer" ("status", "execute_after")',
+                     'procrastinate depth CREATE INDEX CONCURRENTLY ON "public"."procrastinate_jobs" '
+                     '("status", "scheduled_at")',
+                     'procrastinate oldest_age_s CREATE INDEX CONCURRENTLY ON "public"."procrastinate_jobs" '
+                     '("status", "scheduled_at")'}, scans
 
     again = _cli("discover", "--url", installed.url, "--password", "env:QO_TEST_DISCOVER_PW", "--write", str(found),
                  password=installed.password)
