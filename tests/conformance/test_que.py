@@ -383,11 +383,14 @@ def test_reads_are_bounded_and_the_live_check_agrees(lab: Lab, que: tuple[str, W
     """Item 5: oldest_age_s reads at most the bound in shared buffers at 200,000 rows (the poll index
     que_poll_idx, partial on the open jobs), and config check --live reports no scan of it.
 
-    depth is measured and recorded, not bounded here: Que has no index that leads with run_at, so
-    its three counts (due, all open, not due) read the open jobs through que_poll_idx and their heap
-    pages (the jobs scheduled ahead lie all over the table), and the advisory-locked ones by key:
-    1,260 to 2,064 shared buffers in runs on this shape, around the 2,000 bound; it grows with the
-    open jobs, not with the finished ones kept. Open (issue 29, item 5)."""
+    depth is measured and recorded (artifacts/conformance/que_reads.json), not bounded here: Que
+    has no index that leads with run_at, so its three counts (due, all open, not due) read the open
+    jobs through que_poll_idx, ~62 buffers each while VACUUM has marked their pages all-visible and
+    up to ~460 with heap fetches (another session's snapshot holds VACUUM back), and the held jobs
+    are counted by key, 4 buffers each (800 with 200 held): 1,260 to 2,067 shared buffers in runs
+    on this shape, around the 2,000 bound (the held keys as one = ANY (ARRAY(...)) scan read 608
+    for them, 1,016 to 1,871 in all: not enough to assert the bound under a loaded lab). It grows with the open and the held jobs,
+    not with the finished ones kept. Open (issue 29, item 5)."""
     from queueops import livecheck
 
     schema, _ = que
@@ -399,11 +402,10 @@ def test_reads_are_bounded_and_the_live_check_agrees(lab: Lab, que: tuple[str, W
         record.rows.append({"collector": r.collector, "buffers": r.buffers, "relpages": r.relpages,
                             "read_by": r.read_by, "bound": common.BUFFER_BOUND})
     record.write()
-    assert "stuck_leases" not in reads  # Que has no lease: the preset does not map one
+    assert set(reads) == {"depth", "oldest_age_s"}, reads  # Que has no lease: no stuck_leases
     assert reads["oldest_age_s"].buffers <= common.BUFFER_BOUND, reads
     findings = [f for f in livecheck.report_live(cfg).findings if f.queue == "que" and f.field == "oldest_age_s"]
     assert not findings, findings
-
 
 def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, que: tuple[str, Worker]) -> None:
     """Item 6: ``discover`` proposes the que preset for que_jobs as the library's migrations 1..7 creates it
