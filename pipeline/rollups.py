@@ -144,8 +144,9 @@ def with_deltas(df: DataFrame, params: Params) -> DataFrame:
     reach = (f"CASE WHEN is_epoch THEN {2 * gap_us}L WHEN metric = '{m.STUCK_LEASES}' "
              f"THEN {3_600_000_000 if n > 1 else 0}L ELSE {gap_us}L END")
     spread = both.selectExpr(
-        "*", f"explode(filter(array(0, 1, 2), k -> k = 0 OR unix_micros(hour_start) + k * 3600000000L "
-             f"- unix_micros(ts) <= {reach})) AS k").selectExpr(
+        "*", f"explode(slice(array(0, 1, 2), 1, 1 + CAST(unix_micros(hour_start) + 3600000000L - unix_micros(ts) "
+             f"<= {reach} AS INT) + CAST(unix_micros(hour_start) + 7200000000L - unix_micros(ts) <= {reach} AS INT))) "
+             "AS k").selectExpr(
         "*", "unix_micros(hour_start) + k * 3600000000L AS part")
     # Running frames (linear), not a sliding RANGE frame (which re-reads the frame for every row):
     # the latest epoch so far and its time; it counts only if no older than max_gap_s.
@@ -218,7 +219,7 @@ def five_minute_rollups(samples: DataFrame, params: Params) -> DataFrame:
         "count_if(signal) AS sig_samples", "min(CASE WHEN signal THEN value END) AS sig_min",
         "max(CASE WHEN signal THEN value END) AS sig_max", "min(CASE WHEN signal THEN ts END) AS sig_first_ts",
         "max(CASE WHEN signal THEN ts END) AS sig_last_ts",
-        "array_sort(collect_list(value)) AS vals",
+        "sort_array(collect_list(value)) AS vals",
         f"sum({xh}) AS hx", f"sum({xh} * {xh}) AS hxx", f"sum({xh} * value) AS hxy"]
     d = with_deltas(samples, params).where("in_scope")
     out = d.groupBy(*KEYS, F.expr(floor_sql("ts", 300)).alias("window_start")).agg(*[F.expr(a) for a in aggs])
@@ -266,7 +267,7 @@ def with_hours(five: DataFrame, params: Params) -> DataFrame:
          "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)")
     x = five.selectExpr("*", f"{floor_sql('window_start', 3600)} AS hour_start")
     x = x.selectExpr("*", *[f"{e} {w} AS h_{c}" for c, e in _HOUR_MERGE.items()])
-    x = x.selectExpr("*", "CASE WHEN window_start = h_first_window THEN array_sort(flatten(h_lists)) END AS h_vals")
+    x = x.selectExpr("*", "CASE WHEN window_start = h_first_window THEN sort_array(flatten(h_lists)) END AS h_vals")
     slope = ("CASE WHEN h_samples >= 2 AND h_first_ts < h_last_ts THEN "
              "(h_hxy - h_hx * h_sum / h_samples) / (h_hxx - h_hx * h_hx / h_samples) END")
     hour = {c: f"h_{c}" for c in _HOUR_MERGE if c in ROLLUP_COLUMNS or c in SIGNAL_COLUMNS}
@@ -310,7 +311,7 @@ def _finish(df: DataFrame, window: str, secs: int) -> DataFrame:
 
 def _ordered_sum(col: str) -> str:
     """Sum of a per-hour double in hour order: bit-identical whatever the partitioning."""
-    return (f"aggregate(array_sort(collect_list(named_struct('k', window_start, 'v', {col}))), "
+    return (f"aggregate(sort_array(collect_list(named_struct('k', window_start, 'v', {col}))), "
             f"CAST(NULL AS DOUBLE), (a, x) -> CASE WHEN x.v IS NULL THEN a ELSE coalesce(a, 0D) + x.v END)")
 
 
@@ -323,7 +324,7 @@ def day_from_hours(hours: DataFrame) -> DataFrame:
     agg = (h.groupBy(*KEYS, "day_start")
            .agg(*[F.expr(a) for a in (
                "sum(samples) AS samples", "min(min) AS min", "max(max) AS max", f"{_ordered_sum('sum')} AS sum",
-               "array_sort(flatten(collect_list(hpts))) AS pts",
+               "sort_array(flatten(collect_list(hpts))) AS pts",
                "sum(CASE WHEN quantiles IS NOT NULL THEN CAST(size(quantiles) * samples AS DOUBLE) END) AS pts_weight",
                "min_by(first, first_ts) AS first",
                "max_by(last, last_ts) AS last", "min(first_ts) AS first_ts", "max(last_ts) AS last_ts",
