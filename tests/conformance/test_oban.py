@@ -234,6 +234,21 @@ def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, oba
     assert not scans, scans
 
 
+def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, oban: str) -> None:
+    """Item 6: ``discover`` proposes the oban preset for oban_jobs as Oban's migrations v01-v14 leave it (the state enum with 'suspended', naive timestamps), and none of the
+    library's other tables as a queue of its own."""
+    from queueops import discovery, engine
+
+    cfg = _cfg(lab, oban, "UTC")
+    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
+    try:
+        tables = discovery.read_catalog(conn)
+    finally:
+        conn.close()
+    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == oban]
+    assert found == [("oban_jobs", "oban")], found
+
+
 def test_requeue_releases_only_abandoned_jobs_and_obans_fetch_takes_each_once(lab: Lab, oban: str,
                                                                              tmp_path: Path) -> None:
     """Item 4. In every zone the preview holds exactly Lifeline's rescue set (never a job with a

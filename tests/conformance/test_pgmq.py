@@ -3,7 +3,7 @@ server time zones.
 
 PGMQ is a PostgreSQL extension (or a SQL install into the fixed schema ``pgmq``); neither is used
 here: its queue table and the statements its functions run are transcribed from pgmq/pgmq v1.5.1
-(commit c8575e3), pgmq-extension/sql/pgmq.sql, into a schema of the test's own:
+(commit c8575e3), pgmq-extension/sql/pgmq.sql, into the schema ``pgmq`` of the test's lab:
 
 * ``create_non_partitioned``: q_<queue> (msg_id identity, read_ct, enqueued_at, vt, message,
   headers) with its vt index, a_<queue> (the archive) with its archived_at index;
@@ -26,7 +26,6 @@ message back by itself), and requeue is refused.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,8 +146,9 @@ FROM generate_series(1, 100000) AS g
 
 @pytest.fixture(scope="module")
 def pgmq(lab: Lab) -> Iterator[str]:
-    """PGMQ's queue table at production size, moved by PGMQ's own statements, analyzed; built once."""
-    name = f"pgmq_{uuid.uuid4().hex[:8]}"
+    """PGMQ's queue table at production size, moved by PGMQ's own statements, analyzed; built once,
+    in the schema PGMQ creates its queues in (``pgmq``; this module's own in the session's lab)."""
+    name = "pgmq"
     s = f'"{name}"'
     started = time.monotonic()
     with lab.connect() as conn:
@@ -221,6 +221,21 @@ def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, pgm
     report = livecheck.report_live(cfg)
     scans = [f for f in report.findings if "scan" in f.reason or "not counted" in f.reason]
     assert not scans, scans
+
+
+def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, pgmq: str) -> None:
+    """Item 6: ``discover`` proposes the pgmq preset for q_orders as pgmq.create() makes it in the schema pgmq (its archive a_orders is a side table), and none of the
+    library's other tables as a queue of its own."""
+    from queueops import discovery, engine
+
+    cfg = _cfg(lab, pgmq, "UTC")
+    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
+    try:
+        tables = discovery.read_catalog(conn)
+    finally:
+        conn.close()
+    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == pgmq]
+    assert found == [("q_orders", "pgmq")], found
 
 
 def test_requeue_is_refused_and_the_preset_says_when_pgmq_takes_a_message_again(lab: Lab, pgmq: str) -> None:

@@ -237,6 +237,21 @@ def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, riv
     assert not scans, scans
 
 
+def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, river: str) -> None:
+    """Item 6: ``discover`` proposes the river preset for river_job as River's migrations 002-007 leave it (the state enum with 'pending', bit(8) unique_states), and none of the
+    library's other tables as a queue of its own."""
+    from queueops import discovery, engine
+
+    cfg = _cfg(lab, river, "UTC")
+    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
+    try:
+        tables = discovery.read_catalog(conn)
+    finally:
+        conn.close()
+    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == river]
+    assert found == [("river_job", "river")], found
+
+
 def test_requeue_is_refused_and_the_preset_says_when_river_rescues(lab: Lab, river: str) -> None:
     """Item 4: River's JobRescuer takes stuck jobs back itself (every 30 s, after RescueStuckJobsAfter,
     1 h by default): requeue is refused with that reason, and the rescuer's own pass at the default
