@@ -109,6 +109,11 @@ def mapped_columns(q: Queue) -> list[tuple[str, str | None, str, str]]:
                 ("times_from.column", side.schema_ or q.schema_, side.table, side.column)]
         if side.ref:
             out.append(("times_from.ref", q.schema_, q.table, side.ref))
+    hb = getattr(q, "heartbeat_from", None)
+    if hb:
+        out += [("heartbeat_from.key", hb.schema_ or q.schema_, hb.table, hb.key),
+                ("heartbeat_from.column", hb.schema_ or q.schema_, hb.table, hb.column),
+                ("heartbeat_from.ref", q.schema_, q.table, hb.ref)]
     return out
 
 

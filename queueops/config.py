@@ -133,6 +133,23 @@ class Claims(_Model):
     alive_s: int = Field(gt=0, le=WEEK_S)
 
 
+class HeartbeatFrom(_Model):
+    """A processing item's liveness kept on its worker's row, not on the item (issue 29;
+    procrastinate: ``procrastinate_jobs.worker_id`` -> ``procrastinate_workers.last_heartbeat``).
+
+    An item is stuck when no worker row answers ``key = <queue>.ref`` with a heartbeat younger than
+    ``alive_s`` (the library's own stale-worker limit: procrastinate's ``get_stalled_jobs``, 30 s),
+    whatever its age: a live worker's long job is running, a dead worker's job of a second ago is
+    not. PostgreSQL; a status queue."""
+
+    schema_: Ident | None = Field(default=None, alias="schema")
+    table: Ident
+    key: Ident
+    column: Ident
+    ref: Ident
+    alive_s: int = Field(gt=0, le=WEEK_S)
+
+
 class TimesFrom(_Model):
     """A side table that holds an item's times when the queue row does not (procrastinate keeps them
     in ``procrastinate_events``, Hangfire's ``JobQueue`` in ``Job.CreatedAt``).
@@ -237,6 +254,8 @@ class Queue(_Model):
     watermark: Watermark | None = None
     # Times kept in another table: enqueued_at / status_changed_at left empty are read from it.
     times_from: TimesFrom | None = None
+    # A processing item's liveness on its worker's row (status kind, PostgreSQL): see HeartbeatFrom.
+    heartbeat_from: HeartbeatFrom | None = None
     # Running items as claims in another table, judged by their process's heartbeat (Claims).
     claims: Claims | None = None
     # Columns that are NULL while an item is still open (GoodJob: finished_at; Que: finished_at,
@@ -284,6 +303,9 @@ class Queue(_Model):
         if self.claims is not None and self.kind != "delete":
             raise ValueError(f"claims apply to a delete queue (its running items live in the claims table); "
                              f"kind {self.kind!r} has its own lease or status")
+        if self.heartbeat_from is not None and self.kind != "status":
+            raise ValueError(f"heartbeat_from applies to a status queue (its processing items name their "
+                             f"worker); kind {self.kind!r} has no processing status")
         if self.times_from is not None:
             if self.kind == "ring":
                 raise ValueError("times_from does not apply to a ring (its slots hold their own times)")

@@ -87,6 +87,19 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
         frags["seq_table"] = quote_table(schema, queue.sequence_table, dialect)
     if queue.capacity:
         frags["capacity"] = str(int(queue.capacity))
+    # {worker_gone} (stuck_leases' status blocks, issue 29): with heartbeat_from, whether no worker
+    # row vouches for the item (missing, or its heartbeat at least alive_s old, a validated integer);
+    # without it NULL, and the item's own status-change age decides.
+    frags["worker_gone"] = "NULL::boolean" if dialect == "postgresql" else "NULL"
+    if queue.heartbeat_from and dialect == "postgresql":
+        hb = queue.heartbeat_from
+        names = {"hb_table": quote_table(hb.schema_ or schema, hb.table, dialect),
+                 "hb_key": quote_ident(hb.key, dialect), "hb_column": quote_ident(hb.column, dialect),
+                 "outer_ref": f"{quote_ident(queue.table, dialect)}.{quote_ident(hb.ref, dialect)}",
+                 "clock": frags["clock"], "alive_s": str(int(hb.alive_s))}
+        # Inlined into another statement's render, which escapes '%' itself (as side_time_fragments).
+        frags["worker_gone"] = sqlfiles.load(dialect, "fragments/heartbeat").render("gone", names).sql.strip() \
+            .replace("%%", "%")
     if queue.claims:
         # Claims in another table (Solid Queue's claimed executions), judged by their process's
         # heartbeat: stuck_leases.sql, block delete. alive_s is a validated integer.

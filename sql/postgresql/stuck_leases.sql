@@ -138,6 +138,8 @@ CROSS JOIN LATERAL (VALUES
 -- read instead: {status} IN ({processing_list}) repeats its predicate with the same constants (a
 -- bound value or an unnest() element is unknown to the planner, which then cannot prove it), and
 -- LIMIT :cap with no ORDER BY bounds the read by the cap whatever the index's key (issue 29).
+-- {worker_gone} (heartbeat_from, procrastinate): the item is stuck when no worker row vouches for
+-- it, whatever its status-change age (a key lookup of the worker per item read); NULL otherwise.
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed, q.status_partial AND NOT q.status_indexed AS partial,
              q.status_indexed OR q.status_partial OR q.small AS counted
@@ -147,17 +149,17 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT x.* FROM {processing_rows}
         CROSS JOIN LATERAL (
-            SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s)) AS n,
+            SELECT count(*) FILTER (WHERE coalesce(p.gone, p.changed < {clock} - make_interval(secs => :lease_timeout_s))) AS n,
                    min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed FROM {table} WHERE {status} {processing_match}{open_and}
+            FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone FROM {table} WHERE {status} {processing_match}{open_and}
                   ORDER BY {status_order} LIMIT :cap) AS p) AS x
         WHERE ix.counted AND NOT ix.partial
         UNION ALL
         SELECT x.* FROM (SELECT 1 WHERE ix.partial) AS g
         CROSS JOIN LATERAL (
-            SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s)) AS n,
+            SELECT count(*) FILTER (WHERE coalesce(p.gone, p.changed < {clock} - make_interval(secs => :lease_timeout_s))) AS n,
                    min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed FROM {table} WHERE {status} IN ({processing_list}){open_and}
+            FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone FROM {table} WHERE {status} IN ({processing_list}){open_and}
                   LIMIT :cap) AS p) AS x
     ) AS x
 ) AS s
@@ -246,17 +248,19 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT x.* FROM {processing_rows}
         CROSS JOIN LATERAL (
-            SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s) AND NOT p.exhausted) AS n,
+            SELECT count(*) FILTER (WHERE coalesce(p.gone, p.changed < {clock} - make_interval(secs => :lease_timeout_s))
+                                   AND NOT p.exhausted) AS n,
                    min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed, {exhausted} AS exhausted FROM {table} WHERE {status} {processing_match}{open_and}
+            FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone, {exhausted} AS exhausted FROM {table} WHERE {status} {processing_match}{open_and}
                   ORDER BY {status_order} LIMIT :cap) AS p) AS x
         WHERE ix.counted AND NOT ix.partial
         UNION ALL
         SELECT x.* FROM (SELECT 1 WHERE ix.partial) AS g
         CROSS JOIN LATERAL (
-            SELECT count(*) FILTER (WHERE p.changed < {clock} - make_interval(secs => :lease_timeout_s) AND NOT p.exhausted) AS n,
+            SELECT count(*) FILTER (WHERE coalesce(p.gone, p.changed < {clock} - make_interval(secs => :lease_timeout_s))
+                                   AND NOT p.exhausted) AS n,
                    min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed, {exhausted} AS exhausted FROM {table}
+            FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone, {exhausted} AS exhausted FROM {table}
                   WHERE {status} IN ({processing_list}){open_and} LIMIT :cap) AS p) AS x
     ) AS x
 ) AS s

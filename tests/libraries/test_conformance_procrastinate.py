@@ -139,13 +139,7 @@ SELECT (SELECT count(*) FROM procrastinate_jobs
 """
 
 
-# Figures queueops gets wrong on this shape, left out of the comparison (recorded with the reason):
-LEFT_OUT = {
-    "stuck_leases": "the preset judges a 'doing' job by the age of its 'started' event (lease_timeout_s 120 s); "
-                    "procrastinate judges it by its worker's heartbeat (procrastinate_workers.last_heartbeat, "
-                    "30 s): the 178 long jobs of the live worker are counted stuck with the dead worker's 20 "
-                    "(198 for a true 20). queueops has no mapping for a heartbeat kept on a worker row",
-}
+LEFT_OUT: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
