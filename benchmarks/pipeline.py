@@ -141,6 +141,16 @@ def _jobs_and_stages(spark) -> dict:  # noqa: ANN001 - SparkSession
     return {"spark_jobs": len(jobs), "spark_stages": stages}
 
 
+def plan_shape(df) -> dict:  # noqa: ANN001 - DataFrame
+    """How many of each operator the physical plan of ``df`` has (``explain("formatted")``'s numbered
+    list, before adaptive execution re-plans): scans, exchanges (shuffles), sorts, windows, aggregates."""
+    text = df._sc._jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), "formatted")
+    ops = re.findall(r"^\(\d+\) (\w+)", text, flags=re.M)
+    count = {name: ops.count(name) for name in ("Exchange", "Sort", "Window")}
+    return {"scans": ops.count("Scan"), "shuffles": count["Exchange"], "sorts": count["Sort"],
+            "windows": count["Window"], "aggregates": sum(o.endswith("Aggregate") for o in ops)}
+
+
 def floor_worker(lake: str, out: str, master: str, driver_memory: str) -> dict:
     """Spark's own floor on this lake: read the Parquet, group by hour, target, queue and metric (count, min,
     mean, max, percentile_approx 0.95), then count and write the result -- two actions, same session settings."""
@@ -159,7 +169,8 @@ def floor_worker(lake: str, out: str, master: str, driver_memory: str) -> dict:
     groups = agg.count()
     agg.write.mode("overwrite").parquet(out)
     job = time.perf_counter() - t1
-    res = {"startup_s": round(started, 2), "job_s": round(job, 2), "groups": groups, **_jobs_and_stages(spark)}
+    res = {"startup_s": round(started, 2), "job_s": round(job, 2), "groups": groups, **_jobs_and_stages(spark),
+           "plan": plan_shape(agg)}
     spark.stop()
     return res
 
@@ -185,8 +196,11 @@ class _Steps:
 
 def pipeline_worker(lake: str, out: str, master: str, driver_memory: str) -> dict:
     """The pipeline's whole job (``pipeline.run.run``, full): rollups, findings, days, forecasts, fleet."""
+    from pipeline import rollups as ru
     from pipeline import run as job
+    from pipeline.params import Params
     from pipeline.spark import get_session
+    from pipeline.storage import LocalStorage
 
     t0 = time.perf_counter()
     spark = get_session(master, driver_memory=driver_memory)
@@ -197,6 +211,10 @@ def pipeline_worker(lake: str, out: str, master: str, driver_memory: str) -> dic
     wall = time.perf_counter() - t1
     res = {"startup_s": round(started, 2), "job_s": round(wall, 2), "steps_s": steps.seconds,
            "findings": len(summary["findings"]), "forecasts_ok": summary["forecasts"], **_jobs_and_stages(spark)}
+    # The rollups' plan as the run builds it (the persisted aggregation, then the gold write's shuffle).
+    files = [f for p in LocalStorage().list_partitions(f"{lake}/snapshots") for f in p.files]
+    rolled = ru.rollups_and_signals(ru.prepare(ru.read_lake(spark, files)), Params())
+    res["rollups_plan"] = plan_shape(rolled.select(*ru.ROLLUP_COLUMNS).repartition("window", "date", "hour"))
     spark.stop()
     return res
 
@@ -338,7 +356,8 @@ def floor_and_pipeline(lake: Path, out: Path, master: str, driver_memory: str, r
     shutil.rmtree(out, ignore_errors=True)
     fl, pl = entry["floor"], entry["pipeline"]
     if fl.get("ok") and pl.get("ok"):
-        entry["pipeline_over_floor"] = {"job": round(pl["job_s"] / fl["job_s"], 2),
+        entry["pipeline_over_floor"] = {"rollups_step": round(pl["steps_s"]["rollups"] / fl["job_s"], 2),
+                                        "job": round(pl["job_s"] / fl["job_s"], 2),
                                         "process_wall": round(pl["process_wall_s"] / fl["process_wall_s"], 2),
                                         "cpu": round(pl["cpu_s"] / fl["cpu_s"], 2) if fl["cpu_s"] else None}
     return entry
@@ -377,6 +396,7 @@ def incremental(lake: Path, out: Path, history: int, driver_memory: str) -> dict
         runs.append(run)
         shutil.rmtree(out)
         shutil.copytree(before, out)
+    resident = resident_runs(command[command.index("--lake"):], out, before)
     first, run = runs
     summary = {k: run.get(k) for k in ("mode", "recomputed_hours", "read_hours", "wall_s")}
     for path in (lake, out, before):
@@ -384,9 +404,43 @@ def incremental(lake: Path, out: Path, history: int, driver_memory: str) -> dict
     return {"history_hours": history, "lake": info, "setup_full_run_job_s": setup.get("job_s"),
             "load_avg_before": run["load_avg_before"], "ok": run["ok"], "process_wall_s": run["process_wall_s"],
             "peak_rss_mb": run["peak_rss_mb"], "cpu_s": run["cpu_s"], "job_wall_s": summary.pop("wall_s"), **summary,
-            "class_archive": run["class_archive"],
+            "class_archive": run["class_archive"], "resident": resident,
             "first_run": {k: first.get(k) for k in ("ok", "process_wall_s", "cpu_s", "class_archive", "load_avg_before")},
             **({"error": run["error"]} if not run["ok"] else {})}
+
+
+def resident_runs(argv: list[str], out: Path, before: Path) -> dict:
+    """The same hour twice through the service's resident worker (``python -m pipeline.worker``, as
+    ``[pipeline] after_export`` runs it): the first request starts the worker's JVM, the second reuses
+    it. Each is timed from sending the request to its reply; the worker's process tree RSS after."""
+    from pipeline.worker import MARKER
+
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    res: dict = {}
+    try:
+        for name in ("first_s", "reused_s"):
+            shutil.rmtree(out)
+            shutil.copytree(before, out)
+            res[f"load_avg_before_{name.removesuffix('_s')}"] = round(os.getloadavg()[0], 2)
+            t = time.perf_counter()
+            proc.stdin.write(json.dumps(argv) + "\n")
+            proc.stdin.flush()
+            for line in proc.stdout:
+                if line.startswith(MARKER):
+                    reply = json.loads(line[len(MARKER):])
+                    break
+            else:
+                return {**res, "ok": False, "error": "the worker exited"}
+            res[name] = round(time.perf_counter() - t, 2)
+            res["ok"] = reply.get("code") == 0
+            if not res["ok"]:
+                return {**res, "error": reply.get("err", "")[-500:] or reply}
+        res["worker_rss_mb"] = round(_tree_rss_kb(proc.pid) / 1024)
+    finally:
+        proc.stdin.close()
+        proc.wait(60)
+    return res
 
 
 def big_lake(base: Path, rows: int) -> dict:

@@ -339,29 +339,50 @@ def _config_path(cfg: Any, value: str) -> str:
     return str(cfg.path(value))
 
 
+def checked(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`resolve`, plus the checks made before Spark starts: the lake exists, and ``hours``,
+    how many lake hours the run reads (:func:`hours_to_read`; None when not known beforehand)."""
+    r = resolve(args)
+    if is_local(r["lake"]) and not Path(r["lake"].removeprefix("file:")).exists():
+        raise PipelineError(f"lake {r['lake']} does not exist (export one with 'queueops lake export')")
+    r["hours"] = hours_to_read(r["lake"], r["out"], since=r["since"], full=args.full, params=r["params"],
+                               thresholds=r["thresholds"])
+    return r
+
+
+def is_small(r: dict[str, Any]) -> bool:
+    """A run that reads few lake hours (the hourly one): it gets the light JVM of
+    :data:`pipeline.spark.SMALL_RUN_JVM_OPTIONS`."""
+    return r["hours"] is not None and r["hours"] <= SMALL_RUN_HOURS
+
+
 def execute(args: argparse.Namespace) -> int:
-    """Run the job for parsed arguments; print the summary; 0 ok, 2 bad input."""
+    """Run the job for parsed arguments in this process's own session; 0 ok, 2 bad input."""
     from pipeline import classcache
-    from pipeline.progress import Progress
     from pipeline.spark import SMALL_RUN_JVM_OPTIONS, get_session, launches_local_jvm
 
     try:
-        r = resolve(args)
+        r = checked(args)
     except PipelineError as exc:
         print(f"queueops pipeline: {exc}", file=sys.stderr)
         return 2
-    if is_local(r["lake"]) and not Path(r["lake"].removeprefix("file:")).exists():
-        print(f"queueops pipeline: lake {r['lake']} does not exist (export one with 'queueops lake export')",
-              file=sys.stderr)
-        return 2
-    n = hours_to_read(r["lake"], r["out"], since=r["since"], full=args.full, params=r["params"],
-                      thresholds=r["thresholds"])
-    small = n is not None and n <= SMALL_RUN_HOURS
+    small = is_small(r)
     # The hourly run's JVM maps (or, the first time, writes) a class-data-sharing archive.
     archive = (classcache.plan(SMALL_RUN_JVM_OPTIONS) if small and launches_local_jvm(r["master"])
                else classcache.Plan(""))
     spark = get_session(r["master"], driver_memory=r["driver_memory"], shuffle_partitions=r["shuffle_partitions"],
                         small=small, jvm_options=archive.options, extra=r["conf"])
+    try:
+        return run_and_print(spark, args, r)
+    finally:
+        classcache.publish(spark, archive)
+
+
+def run_and_print(spark: Any, args: argparse.Namespace, r: dict[str, Any]) -> int:
+    """One run in ``spark`` (a fresh session, or the resident worker's, :mod:`pipeline.worker`);
+    print the summary; 0 ok, 2 bad input."""
+    from pipeline.progress import Progress
+
     progress = Progress(spark, enabled=not args.quiet).start()
     try:
         try:
@@ -378,8 +399,6 @@ def execute(args: argparse.Namespace) -> int:
     except (PipelineError, MissingFileSystem) as exc:
         print(f"queueops pipeline: {exc}", file=sys.stderr)
         return 2
-    finally:
-        classcache.publish(spark, archive)
 
 
 def render(s: dict[str, Any]) -> str:

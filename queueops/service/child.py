@@ -7,18 +7,25 @@ time per command: a run asked for while one is in flight is skipped and left ``p
 pipeline is incremental, so the next run catches up). On shutdown the child is terminated, so
 SIGTERM does not wait out an hour-long run; the pipeline writes its state only after a successful
 run, so an interrupted run is simply redone by the next one.
+
+The pipeline's hourly run goes to one resident child, ``pipeline.worker`` (:class:`ResidentCommand`),
+that keeps its SparkSession between runs: the JVM starts once per service, not once per hour, and
+still outside the service's process.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from queueops import children, secrets
 
@@ -62,20 +69,11 @@ class ChildCommand:
             log.info("%s still in flight; skipped, the next run catches up", self.name)
             return None
         try:
-            with self._guard:
-                if self._stopping:
-                    return None
-                started = time.monotonic()
-                # die_with_parent: a SIGKILLed service takes its Spark run with it.
-                self._proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                              text=True, **children.popen_kwargs())
-            try:
-                out, err = self._proc.communicate(timeout=self.timeout_s)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                out, err = self._proc.communicate()
-                err = f"killed after {self.timeout_s:.0f} s. {err}"
-            code = self._proc.returncode
+            started = time.monotonic()
+            result = self._attempt()
+            if result is None:
+                return None
+            code, out, err = result
             self.runs += 1
             wall = time.monotonic() - started
             self.pending = code != 0
@@ -88,9 +86,27 @@ class ChildCommand:
                       secrets.mask((err or out).strip()[-500:]) or "(no output)")
             return False
         finally:
+            self._busy.release()
+
+    def _attempt(self) -> tuple[int, str, str] | None:
+        """One run in a fresh child process: exit code, stdout, stderr (None: the service is stopping)."""
+        with self._guard:
+            if self._stopping:
+                return None
+            # die_with_parent: a SIGKILLed service takes its Spark run with it.
+            self._proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True, **children.popen_kwargs())
+        try:
+            try:
+                out, err = self._proc.communicate(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                out, err = self._proc.communicate()
+                err = f"killed after {self.timeout_s:.0f} s. {err}"
+            return self._proc.returncode, out, err
+        finally:
             with self._guard:
                 self._proc = None
-            self._busy.release()
 
     def stop(self) -> None:
         """Terminate a run in flight (the service is stopping) and refuse new ones."""
@@ -101,9 +117,100 @@ class ChildCommand:
                 self._proc.terminate()
 
 
+# pipeline.worker.MARKER (the service does not import the pipeline: no Spark in a collector-only
+# install); tests/pipeline/test_worker.py checks that the two agree.
+WORKER_MARKER = "@@queueops-pipeline-worker "
+
+
+@dataclass
+class ResidentCommand(ChildCommand):
+    """The pipeline's hourly run in one long-lived worker process (``pipeline.worker``), whose
+    SparkSession, hence JVM, is started by its first run and reused by the next ones.
+
+    The worker is a child like any other (die_with_parent, terminated on stop); one that died or
+    overran its timeout is replaced at the next run. A run the worker will not take (more lake
+    hours than the hourly one, another master) is run in a fresh child process, as before.
+    """
+
+    worker_program: list[str] = field(default_factory=lambda: [sys.executable, "-m", "pipeline.worker"])
+    worker_starts: int = 0
+    _worker: subprocess.Popen[str] | None = None
+    _replies: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    _err_tail: deque[str] = field(default_factory=lambda: deque(maxlen=40))
+
+    def _attempt(self) -> tuple[int, str, str] | None:
+        with self._guard:
+            if self._stopping:
+                return None
+            try:
+                worker = self._ensure_worker()
+            except OSError as exc:
+                return 1, "", f"cannot start the pipeline worker: {exc}"
+        reply = self._ask(worker, [*self.args[2:], *(["--config", self.config_path] if self.config_path else [])])
+        if "fresh" in reply:
+            log.info("%s in a fresh process (%s)", self.name, reply["fresh"])
+            return super()._attempt()
+        return int(reply.get("code", 1)), str(reply.get("out", "")), str(reply.get("err", ""))
+
+    def _ensure_worker(self) -> subprocess.Popen[str]:
+        if self._worker is not None and self._worker.poll() is None:
+            return self._worker
+        self._replies, self._err_tail = queue.Queue(), deque(maxlen=40)
+        self._worker = subprocess.Popen(self.worker_program, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, bufsize=1, **children.popen_kwargs())
+        self.worker_starts += 1
+        threading.Thread(target=_pump, args=(self._worker.stdout, self._replies.put), daemon=True).start()
+        tail = self._err_tail
+        threading.Thread(target=_pump, args=(self._worker.stderr, lambda x: x is not None and tail.append(x)),
+                         daemon=True).start()
+        return self._worker
+
+    def _ask(self, worker: subprocess.Popen[str], argv: list[str]) -> dict:
+        """Send one run to the worker and wait for its reply, its end or the timeout."""
+        replies = self._replies
+        try:
+            assert worker.stdin is not None
+            worker.stdin.write(json.dumps(argv) + "\n")
+            worker.stdin.flush()
+        except (OSError, ValueError):
+            pass  # it died: its end is in the replies
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                line = replies.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                worker.kill()
+                worker.wait()
+                return {"code": -9, "out": "", "err": f"killed after {self.timeout_s:.0f} s. {self._tail()}"}
+            if line is None:
+                code = worker.wait()
+                return {"code": code or 1, "out": "", "err": f"the pipeline worker exited {code}. {self._tail()}"}
+            if line.startswith(WORKER_MARKER):
+                try:
+                    return json.loads(line[len(WORKER_MARKER):])
+                except ValueError:
+                    continue
+
+    def _tail(self) -> str:
+        return "\n".join(list(self._err_tail)[-20:])
+
+    def stop(self) -> None:
+        super().stop()
+        with self._guard:
+            if self._worker is not None and self._worker.poll() is None:
+                self._worker.terminate()
+
+
+def _pump(stream: Any, sink: Callable[[Any], None]) -> None:
+    """Lines of a worker's stream into ``sink``, then None at its end."""
+    for line in stream:
+        sink(line.rstrip("\n"))
+    sink(None)
+
+
 def pipeline_command(config_path: str | None) -> ChildCommand:
-    return ChildCommand("pipeline run", ["pipeline", "run", "--quiet", "--json"], config_path,
-                        summarize=pipeline_summary)
+    return ResidentCommand("pipeline run", ["pipeline", "run", "--quiet", "--json"], config_path,
+                           summarize=pipeline_summary)
 
 
 def report_command(config_path: str | None) -> ChildCommand:
