@@ -109,6 +109,8 @@ def mapped_columns(q: Queue) -> list[tuple[str, str | None, str, str]]:
                 ("times_from.column", side.schema_ or q.schema_, side.table, side.column)]
         if side.ref:
             out.append(("times_from.ref", q.schema_, q.table, side.ref))
+    if getattr(q, "timeout_column", None):
+        out.append(("timeout_column", q.schema_, q.table, q.timeout_column))  # type: ignore[attr-defined]
     hb = getattr(q, "heartbeat_from", None)
     if hb:
         out += [("heartbeat_from.key", hb.schema_ or q.schema_, hb.table, hb.key),

@@ -256,6 +256,10 @@ class Queue(_Model):
     times_from: TimesFrom | None = None
     # A processing item's liveness on its worker's row (status kind, PostgreSQL): see HeartbeatFrom.
     heartbeat_from: HeartbeatFrom | None = None
+    # A processing item's own time limit, an interval column of the row (pg-boss's expire_in): the
+    # item is stuck when status_changed_at + it has passed, the rule of the library's own expiry
+    # (failJobsByTimeout), instead of lease_timeout_s (status kind, PostgreSQL; issue 29).
+    timeout_column: Ident | None = None
     # Running items as claims in another table, judged by their process's heartbeat (Claims).
     claims: Claims | None = None
     # Columns that are NULL while an item is still open (GoodJob: finished_at; Que: finished_at,
@@ -303,6 +307,10 @@ class Queue(_Model):
         if self.claims is not None and self.kind != "delete":
             raise ValueError(f"claims apply to a delete queue (its running items live in the claims table); "
                              f"kind {self.kind!r} has its own lease or status")
+        if self.timeout_column is not None and (self.kind != "status" or not self.status_changed_at
+                                                 or self.heartbeat_from is not None):
+            raise ValueError("timeout_column applies to a status queue with status_changed_at (the time its "
+                             "limit runs from), and not with heartbeat_from (one rule decides a stuck item)")
         if self.heartbeat_from is not None and self.kind != "status":
             raise ValueError(f"heartbeat_from applies to a status queue (its processing items name their "
                              f"worker); kind {self.kind!r} has no processing status")

@@ -87,10 +87,15 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
         frags["seq_table"] = quote_table(schema, queue.sequence_table, dialect)
     if queue.capacity:
         frags["capacity"] = str(int(queue.capacity))
-    # {worker_gone} (stuck_leases' status blocks, issue 29): with heartbeat_from, whether no worker
-    # row vouches for the item (missing, or its heartbeat at least alive_s old, a validated integer);
-    # without it NULL, and the item's own status-change age decides.
+    # {worker_gone} (stuck_leases' status blocks, issue 29): whether the item is abandoned by its
+    # library's own rule rather than by its age: with heartbeat_from, no worker row vouches for it
+    # (missing, or its heartbeat at least alive_s old, a validated integer); with timeout_column,
+    # its own limit has passed since status_changed_at (pg-boss: started_on + expire_in). Without
+    # either NULL, and the item's status-change age against lease_timeout_s decides.
     frags["worker_gone"] = "NULL::boolean" if dialect == "postgresql" else "NULL"
+    if queue.timeout_column and queue.status_changed_at and dialect == "postgresql":
+        frags["worker_gone"] = (f"({quote_ident(queue.status_changed_at, dialect)} + "
+                                f"{quote_ident(queue.timeout_column, dialect)} < {frags['clock']})")
     if queue.heartbeat_from and dialect == "postgresql":
         hb = queue.heartbeat_from
         names = {"hb_table": quote_table(hb.schema_ or schema, hb.table, dialect),

@@ -64,10 +64,12 @@ def check(queue: Queue, opts: RequeueOptions) -> None:
     if queue.kind == "status" and not queue.status_changed_at:
         raise ActionError(f"queue {queue.name!r} has no status_changed_at column in config: without it "
                           "nobody can tell how long an item has been processing")
-    if queue.kind == "status" and queue.heartbeat_from is not None:
-        raise ActionError(f"queue {queue.name!r} judges its processing items by their worker's heartbeat "
-                          "(heartbeat_from): requeue selects by the item's own status-change time and would not "
-                          "release the same items; use the library's own rescue")
+    if queue.kind == "status" and (queue.heartbeat_from is not None or queue.timeout_column):
+        rule = ("their worker's heartbeat (heartbeat_from)" if queue.heartbeat_from
+                else "their own time limit (timeout_column)")
+        raise ActionError(f"queue {queue.name!r} judges its processing items by {rule}: requeue selects by the "
+                          "item's status-change time against lease_timeout_s and would not release the same items; "
+                          "use the library's own rescue")
     if opts.bump_attempts and not queue.attempts_column:
         raise ActionError(f"--bump-attempts needs attempts_column in the config of queue {queue.name!r}")
 

@@ -92,15 +92,7 @@ SELECT (SELECT count(*) FROM pgboss.job WHERE state < 'active' AND start_after <
         WHERE state < 'active' AND start_after < now()) AS oldest_age_s
 """
 
-# Figures queueops gets wrong on this shape, left out of the comparison (recorded with the reason):
-LEFT_OUT = {
-    "stuck_leases": "the preset judges an active job by started_on older than lease_timeout_s (1,200 s); pg-boss "
-                    "by each job's own expire_in (failJobsByTimeout: started_on + expire_in < now()): the 10 long "
-                    "jobs sent with expireInSeconds 7,200 and started 30 minutes ago are counted stuck (30 for a "
-                    "true 20). queueops has no mapping for a per-row timeout. The read also walks the whole "
-                    "partition: pgboss.job is partitioned, its parent has no pages, and the collector takes it "
-                    "for a small table ('exact (small table, no status index)')",
-}
+LEFT_OUT: dict[str, str] = {}
 
 
 def _node(db: LibServer, *args: str) -> list[str]:
@@ -185,3 +177,28 @@ def test_requeue_is_refused_and_the_preset_says_when_pgboss_expires(shaped: LibS
     with shaped.connect() as conn:
         active = conn.execute("SELECT count(*) FROM pgboss.job WHERE state = 'active'").fetchone()[0]
     assert active == DEAD + LONG + LIVE + FETCHED - COMPLETED_BY_LIB - FAILED_BY_LIB  # nothing was released
+
+
+def test_an_own_time_limit_or_a_worker_heartbeat_is_one_rule_and_requeue_says_it_cannot_follow_it() -> None:
+    """timeout_column (pg-boss's expire_in) and heartbeat_from (procrastinate's worker heartbeat)
+    decide a stuck item by the library's own rule: a clear error where they cannot apply, and a
+    requeue (which selects by the item's own time against lease_timeout_s) refused with why."""
+    from queueops import config
+    from queueops.actions import requeue
+    from queueops.actions.model import RequeueOptions
+
+    def parse(**queue: object) -> config.Config:
+        return config.parse({"targets": [{"name": "a", "dialect": "postgresql", "url": "postgresql://u@h/d"}],
+                             "queues": [{"name": "j", "target": "a", "table": "j", "key": "id", **queue}]})
+
+    status = {"kind": "status", "status_column": "state", "status_changed_at": "started_on"}
+    worker = {"table": "w", "key": "id", "column": "last_heartbeat", "ref": "worker_id", "alive_s": 30}
+    for extra, rule in (({"timeout_column": "expire_in"}, "timeout_column"), ({"heartbeat_from": worker}, "heartbeat_from")):
+        with pytest.raises(actions.ActionError, match=rule):
+            requeue.check(parse(**status, **extra).queue("j"), RequeueOptions())
+    with pytest.raises(config.ConfigError, match="timeout_column applies to a status queue"):
+        parse(kind="lease", lease_column="locked_at", timeout_column="expire_in")
+    with pytest.raises(config.ConfigError, match="one rule decides"):
+        parse(**status, timeout_column="expire_in", heartbeat_from=worker)
+    with pytest.raises(config.ConfigError, match="heartbeat_from applies to a status queue"):
+        parse(kind="lease", lease_column="locked_at", heartbeat_from=worker)
