@@ -221,7 +221,7 @@ def level_chart(ts: pd.Series, values: pd.Series, name: str, tz: str | None, *, 
     x = {"field": "ts", "type": "temporal", "title": None, "scale": {"type": "utc", "domain": [lo, hi]},
          "axis": {"format": fmt, "tickMinStep": step, "labelOverlap": True,
                   "gridColor": GRID, "domainColor": GRID}}
-    y_axis = {"gridColor": GRID, "domainColor": GRID, "format": "~s"}
+    y_axis = {"gridColor": GRID, "domainColor": GRID}
     layers: list[dict[str, object]] = [{
         "mark": {"type": "line", "color": color, "strokeWidth": 2, "clip": True,
                  "point": {"color": color, "size": 25} if len(data) < 40 else False},

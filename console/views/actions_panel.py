@@ -296,7 +296,7 @@ def _result(ctx: context.Ctx, q: Queue) -> None:
                 # Rows differ in their fields (a batch, the "left" line): text, so one column may mix them.
                 st.dataframe(pd.DataFrame([{k: "" if v is None else str(jsonable(v)) for k, v in row.items()}
                                            for row in r.rows]),
-                             hide_index=True, use_container_width=True)
+                             hide_index=True, width="stretch")
         if done.before or done.after:
             st.markdown(f"Did it help? Sampled again at {style.utc_text(done.sampled_at)}:")
             cols = st.columns(max(1, len(done.after)))

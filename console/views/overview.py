@@ -203,11 +203,20 @@ def spark_scale(spark: Mapping[tuple[str, str], Sequence[float]]) -> float:
     return max(float(top), 1.0)
 
 
-def why_width(reasons: Sequence[str]) -> int:
-    """The Why column's width in pixels: the longest reason whole (~7 px a character at the grid's
-    13 px font), between Streamlit's "medium" and 720 px (longer ones are in the row's banner)."""
+WRAP_ROW_PX = 66  # Streamlit wraps a cell's text only in rows taller than 4 rem (64 px)
+LINE_PX, MAX_LINES = 20, 5
+
+
+def why_layout(reasons: Sequence[str]) -> tuple[int, int | None]:
+    """The Why column's width (px) and the table's row height: the longest reason on one line when
+    it fits in 420 px (~7 px a character at the grid's font), else 420 px with rows tall enough for
+    it wrapped (up to five lines), so a reason is read whole and the metrics beside it stay in reach."""
     longest = max((len(r) for r in reasons if isinstance(r, str)), default=0)
-    return int(min(720, max(200, 7 * longest + 24)))
+    need = 7 * longest + 24
+    if need <= 420:
+        return max(200, need), None
+    lines = min(MAX_LINES, -(-7 * longest // (420 - 24)))
+    return 420, max(WRAP_ROW_PX, 12 + LINE_PX * lines)
 
 
 @dataclass
@@ -315,6 +324,7 @@ def _body(ctx: context.Ctx) -> None:
         ctx.store, [ctx.sampler.history(SPARK_METRIC)], SPARK_METRIC, since, [(q.target, q.name) for q in cfg.queues]))
     df, states = table(cfg, healths, spark, sample.unreachable(), sample.notes())
     top = spark_scale(spark)
+    why_px, row_px = why_layout(list(df["Why"]))
     shown = [h for m, h in COLUMNS if any(x.values.get(m) is not None for x in healths)]
     guard_help: dict[str, str] = {}
     columns = ["State", "Queue", "Target", "Why", "Depth, last hour", *shown, "Kind"]
@@ -330,7 +340,7 @@ def _body(ctx: context.Ctx) -> None:
     config: dict[str, object] = {
         "State": st.column_config.TextColumn(width="small", pinned=True),
         "Queue": st.column_config.TextColumn(pinned=True),
-        "Why": st.column_config.TextColumn(width=why_width(list(df["Why"])),
+        "Why": st.column_config.TextColumn(width=why_px,
                                            help="every metric past a threshold, worst first"),
         "Depth, last hour": st.column_config.LineChartColumn(
             f"Depth, last hour (0–{top:,.0f})", width="medium", y_min=0, y_max=top,
@@ -347,7 +357,7 @@ def _body(ctx: context.Ctx) -> None:
         config.setdefault(header, st.column_config.NumberColumn(format="localized"))
     event = st.dataframe(styled, hide_index=True, column_config=config, on_select="rerun",
                          selection_mode="single-row", key="overview_table", placeholder=NOT_APPLICABLE,
-                         height=min(38 + 35 * len(df), 38 + 35 * 20))
+                         row_height=row_px, height=min(38 + (row_px or 35) * len(df), 38 + (row_px or 35) * 20))
     st.caption(f"Sampled {style.utc_text(now)} · {style.local_text(now, ctx.tz)} · refreshing every "
                f"{cfg.console.refresh_s:g} s · select a row to open the queue")
     rows = getattr(getattr(event, "selection", None), "rows", None) if event is not None else None

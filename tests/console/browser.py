@@ -107,12 +107,28 @@ def grid_rows(page: Page, index: int = 0, timeout: float = 30) -> list[list[str]
         time.sleep(0.25)
 
 
-def grid_records(page: Page, index: int = 0) -> list[dict[str, str]]:
-    rows = grid_rows(page, index)
-    if not rows:
-        return []
-    header = rows[0]
-    return [dict(zip(header, r, strict=False)) for r in rows[1:]]
+_SCROLL_JS = """(frame, x) => { const s = frame.querySelector('.dvn-scroller');
+  if (!s) return false; s.scrollLeft = x; return s.scrollWidth > s.clientWidth; }"""
+
+
+def _records(rows: list[list[str]]) -> list[dict[str, str]]:
+    return [dict(zip(rows[0], r, strict=False)) for r in rows[1:]] if rows else []
+
+
+def grid_records(page: Page, index: int = 0, whole: bool = False, key: str = "Queue") -> list[dict[str, str]]:
+    """The grid's rows as records. Only the cells in view are in the accessible copy: ``whole``
+    also scrolls the grid to its right end and merges those columns in, row by ``key`` (a pinned
+    column, in view at either end)."""
+    records = _records(grid_rows(page, index))
+    if not whole or not records:
+        return records
+    frame = page.locator("[data-testid='stDataFrame']").nth(index)
+    if not frame.evaluate(_SCROLL_JS, 10**6):
+        return records
+    time.sleep(0.4)  # the grid redraws its accessible copy for the new columns
+    right = {r.get(key): r for r in _records(grid_rows(page, index))}
+    frame.evaluate(_SCROLL_JS, 0)
+    return [{**r, **right.get(r.get(key), {})} for r in records]
 
 
 def screenshot(page: Page, path: Path) -> Path:

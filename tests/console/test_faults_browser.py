@@ -49,8 +49,9 @@ def operator(stack: Stack) -> Iterator[Page]:
         yield page
 
 
-def row_of(page: Page, queue: str) -> dict[str, str]:
-    return next((r for r in grid_records(page) if r.get("Queue") == queue), {})
+def row_of(page: Page, queue: str, whole: bool = False) -> dict[str, str]:
+    """The queue's row on the Overview (``whole``: with the columns scrolled out of view too)."""
+    return next((r for r in grid_records(page, whole=whole) if r.get("Queue") == queue), {})
 
 
 def main_text(page: Page) -> str:
@@ -139,7 +140,7 @@ def test_churn_is_shown_and_the_fragmentation_it_leaves_says_why_it_is_not_judge
         until(lambda: shows(operator, "status", "Cleanup is falling behind", r"status"),
                     2 * REFRESH_S + 65, "churn on the Overview")
         print(f"churn shown after {time.monotonic() - visible:.1f} s")
-        until(lambda: "not judged" in row_of(operator, "status").get("Fragmentation %", ""), 60,
+        until(lambda: "not judged" in row_of(operator, "status", whole=True).get("Fragmentation %", ""), 60,
               "the fragmentation cell saying why it is not judged")
         snap(operator, stack, "churn")
         open_page(operator, stack, "queue?queue=status")

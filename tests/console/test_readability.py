@@ -45,9 +45,15 @@ def test_sparklines_share_one_scale_and_the_why_column_fits_its_longest_reason()
     spark = {("t", "a"): [0.0, 0.0], ("t", "b"): [12.0, 97.0, float("nan")], ("t", "c"): []}
     assert overview.spark_scale(spark) == 97.0  # 0 is flat at the bottom, 97 reaches the top
     assert overview.spark_scale({("t", "a"): [0.0]}) == 1.0
-    long = "A session blocks others: session 4242 holds ExclusiveLock on lab.q_lease for 3 min"
-    assert overview.why_width(["", long]) >= 7 * len(long)
-    assert overview.why_width([""]) == 200 and overview.why_width(["x" * 500]) == 720
+    short = "stuck leases 9 ≥ 1 · oldest age 25 s ≥ 20 s"
+    assert overview.why_layout(["", short]) == (7 * len(short) + 24, None)  # one line, whole
+    assert overview.why_layout([""]) == (200, None)
+    long = ("A session blocks others: session 21142 (queueops, queueops-lab-lock-hold, 127.0.0.1/32) holds "
+            "ExclusiveLock on queue lease's table for 4 s")
+    width, row = overview.why_layout([short, long])
+    assert width == 420 and row is not None and row > 64  # Streamlit wraps text in rows taller than 4 rem
+    lines = (row - 12) // overview.LINE_PX
+    assert lines * (width - 24) / 7 >= len(long)  # its lines hold it
 
 
 def test_lease_timeout_is_said_only_for_queues_with_leases() -> None:
