@@ -15,6 +15,7 @@ attempt). Then pg-boss's own API (node conformance.mjs) fetches 50, completes 20
 Ground truth, from pg-boss/src/plans.js of that version:
 - depth: fetchNextJob: state < 'active' (created, retry) AND start_after < now();
 - count_processing: state 'active' (countStates);
+- count_scheduled: created / retry with start_after not yet passed (fetchNextJob leaves them);
 - count_done: completed, cancelled and failed, the preset's done values (countStates' states);
 - stuck_leases: what the supervisor's failJobsByTimeout takes: state 'active' AND
   started_on + expire_in < now() (each job's own expire_in);
@@ -86,6 +87,7 @@ BUILD = [
 TRUTH = """
 SELECT (SELECT count(*) FROM pgboss.job WHERE state < 'active' AND start_after < now()) AS depth,
        (SELECT count(*) FROM pgboss.job WHERE state = 'active') AS count_processing,
+       (SELECT count(*) FROM pgboss.job WHERE state < 'active' AND start_after >= now()) AS count_scheduled,
        (SELECT count(*) FROM pgboss.job WHERE state IN ('completed', 'cancelled', 'failed')) AS count_done,
        (SELECT count(*) FROM pgboss.job WHERE state = 'active' AND started_on + expire_in < now()) AS stuck_leases,
        (SELECT coalesce(extract(epoch FROM now() - min(greatest(created_on, start_after))), 0) FROM pgboss.job

@@ -14,6 +14,9 @@ Python package, PsycopgDriver) dequeue 50 jobs, log 20 of them 'successful' (del
 Ground truth, from pgqueuer/adapters/persistence/qb.py of that version:
 - depth: build_dequeue_query's next_queued: status 'queued' AND execute_after < now();
 - count_processing: status 'picked' (build_queue_size_query groups by status);
+- count_scheduled: 'queued' with execute_after not yet passed (the dequeue does not take them);
+- count_done: the end statuses left in the table: only 'failed' (log_jobs holds it; every other
+  end deletes the row);
 - stuck_leases: next_stale: 'picked' AND heartbeat < now() - heartbeat_timeout (30 s by default);
   the shape has no heartbeat between 30 s and the preset's lease_timeout_s (120 s), see docs;
 - oldest_age_s: the oldest due job's wait since it became runnable, now() - execute_after
@@ -87,6 +90,9 @@ BUILD = [
 TRUTH = f"""
 SELECT (SELECT count(*) FROM pgqueuer WHERE status = 'queued' AND execute_after < now()) AS depth,
        (SELECT count(*) FROM pgqueuer WHERE status = 'picked') AS count_processing,
+       (SELECT count(*) FROM pgqueuer WHERE status = 'queued' AND execute_after >= now()) AS count_scheduled,
+       (SELECT count(*) FROM pgqueuer
+        WHERE status IN ('successful', 'exception', 'canceled', 'deleted', 'failed')) AS count_done,
        (SELECT count(*) FROM pgqueuer WHERE status = 'picked'
         AND heartbeat < now() - interval '{HEARTBEAT_TIMEOUT.total_seconds():g} seconds') AS stuck_leases,
        (SELECT coalesce(extract(epoch FROM now() - min(execute_after)), 0) FROM pgqueuer

@@ -13,6 +13,7 @@ Ground truth, from procrastinate/sql/schema.sql and queries.sql of that version:
 - depth: what procrastinate_fetch_job_v2 can take: status 'todo' and (scheduled_at IS NULL or
   scheduled_at <= now()) (no job here holds a ``lock``, so its lock rule excludes none);
 - count_processing: status 'doing' (the worker's own state; 'aborting' is legacy, unused since 3.0);
+- count_scheduled: 'todo' with scheduled_at ahead (the fetch does not take them yet);
 - count_done: the end states succeeded, failed, cancelled, aborted (kept until remove_old_jobs);
 - stuck_leases: select_stalled_jobs_by_heartbeat (JobManager.get_stalled_jobs, the documented
   rescue): 'doing' jobs whose worker is gone or whose worker's last_heartbeat is older than 30 s;
@@ -125,6 +126,7 @@ TRUTH = """
 SELECT (SELECT count(*) FROM procrastinate_jobs
         WHERE status = 'todo' AND (scheduled_at IS NULL OR scheduled_at <= now())) AS depth,
        (SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing') AS count_processing,
+       (SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo' AND scheduled_at > now()) AS count_scheduled,
        (SELECT count(*) FROM procrastinate_jobs
         WHERE status IN ('succeeded', 'failed', 'cancelled', 'aborted')) AS count_done,
        (WITH stalled_workers AS (SELECT id FROM procrastinate_workers
