@@ -144,7 +144,7 @@ def test_figures_are_pgboss_own_in_every_zone(shaped: LibServer) -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_reads_are_bounded_and_the_live_check_agrees(shaped: LibServer) -> None:
+def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibServer) -> None:
     """Item 5: each fast statement's shared buffers at 200k rows, and ``config check --live``'s
     verdict on the same statement. pgboss.job is partitioned by queue name: every statement reads
     the queue's partition whole (pg-boss's only index on the state is job_i5, partial on the

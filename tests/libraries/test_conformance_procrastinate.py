@@ -182,7 +182,7 @@ def test_figures_are_procrastinates_own_in_every_zone(shaped: LibServer) -> None
     assert not bad, "\n".join(bad)
 
 
-def test_reads_are_bounded_and_the_live_check_agrees(shaped: LibServer) -> None:
+def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibServer) -> None:
     """Item 5: each fast statement's shared buffers at 200k rows, and ``config check --live``'s
     verdict on the same statement: "scans instead of seeking" exactly where the read is not bounded
     (depth walks the primary key for each status value, procrastinate having no index that leads
