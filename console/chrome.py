@@ -23,7 +23,7 @@ def _identity(ident: auth.Identity) -> None:
     if ident.method == "anonymous":
         st.caption(f":material/visibility: not signed in · {role}")
         return
-    with st.popover(f"{ident.name} · {ident.role}", icon=":material/person:", use_container_width=True):
+    with st.popover(f"{ident.name} · {ident.role}", icon=":material/person:", width="stretch"):
         st.caption(f"Signed in with {'OIDC' if ident.method == 'oidc' else 'the local users file'}; {role}.")
         if st.button("Sign out", key="signout", icon=":material/logout:"):
             auth.sign_out()

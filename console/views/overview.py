@@ -184,6 +184,7 @@ def _banners(ctx: context.Ctx, sample: LiveSample, now: datetime, newest: dateti
                    "Current values below are live.", icon=":material/schedule:")
 
 
+CHART_WIDTH = 380  # px, the "What is wrong" charts
 TILE_WIDTH = 170  # px: a card keeps its label and value whole and the row wraps (at 800 px too)
 
 
@@ -375,10 +376,11 @@ def _problem_charts(ctx: context.Ctx, healths: list[QueueHealth], now: datetime,
     shown = tuple((h.target, h.queue, h.state, h.reasons[0].metric, h.reasons[0].state) for h in bad)
     charts = ctx.sampler.derived(("overview_problems", *inputs, ctx.tz, shown),
                                  lambda: problem_charts(ctx, bad, now))
-    cols = st.columns(3)
-    for i, (h, (data, spec)) in enumerate(zip(bad, charts, strict=True)):
-        with cols[i % 3]:
-            st.vega_lite_chart(data, spec, width="stretch", key=f"problem_{h.target}_{h.queue}")
+    # Fixed-width charts in a row that wraps: three across a wide screen, one under the other at
+    # 800 px, each wide enough for its title and time labels.
+    with st.container(horizontal=True, wrap=True, key="ov_problems"):
+        for h, (data, spec) in zip(bad, charts, strict=True):
+            st.vega_lite_chart(data, spec, width=CHART_WIDTH, key=f"problem_{h.target}_{h.queue}")
 
 
 def problem_charts(ctx: context.Ctx, bad: list[QueueHealth], now: datetime) -> list[tuple[pd.DataFrame, dict]]:

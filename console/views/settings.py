@@ -76,7 +76,7 @@ def render() -> None:
                            + (f" · actions login `{secrets.mask(t.actions_url)}`" if t.actions_url else ""))
             with right:
                 clicked = st.button("Test connection", key=f"test_{t.name}", icon=":material/lan:",
-                                    use_container_width=True)
+                                    width="stretch")
             if clicked:
                 with st.spinner(f"Connecting to {t.name}…"):
                     res = test_connection(cfg, t.name)
