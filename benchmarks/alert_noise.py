@@ -1,6 +1,6 @@
 """Alert noise on the lab (issue 32, item 5): firings per rule on the calm lab, and with each fault on.
 
-    python benchmarks/alert_noise.py [--calm-minutes 30] [--fault-s 60] [--quiet-s 120]
+    python benchmarks/alert_noise.py [--calm-minutes 30] [--fault-s 90] [--quiet-s 120]
                                      [--faults dead-consumer,lock-hold] [--no-hysteresis]
                                      [--oldest-age-warn 30]
 
@@ -203,7 +203,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--calm-minutes", type=float, default=30.0, help="the calm phase (the issue's target: 30)")
-    p.add_argument("--fault-s", type=float, default=60.0, help="each fault on for this long")
+    p.add_argument("--fault-s", type=float, default=90.0,
+                   help="each fault on for this long (the snapshot rule needs 60 s of age and its hold)")
     p.add_argument("--quiet-s", type=float, default=120.0, help="after each fault and its remedy")
     p.add_argument("--warm-up-s", type=float, default=30.0, help="before the calm phase is counted")
     p.add_argument("--faults", default=",".join(FAULTS), help="comma-separated; empty: calm only")
