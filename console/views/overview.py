@@ -24,6 +24,7 @@ from console.health import (
     cell_state,
     count_states,
     format_age,
+    format_value,
     is_stale,
     multi_sample_metrics,
     streaks,
@@ -95,13 +96,40 @@ def recent_rows(sampler: LiveSampler) -> list[tuple[str, str, str, float | None]
 NOT_APPLICABLE = ""
 
 
-def not_counted(note: str) -> str:
-    """A cell's few words on why a metric has no value although its collector ran (issue 29: a
-    stuck_leases no index can serve, "not counted: no index serves ... (see missing_index)")."""
-    if not note.startswith("not counted"):
-        return ""
-    why = note.removeprefix("not counted").lstrip(": ").split(":")[0].split(" (")[0].strip()
-    return f"not counted: {why}" if why else "not counted"
+def cell_note(note: str) -> str:
+    """A cell's few words on why its value is missing or cannot be trusted, from its row's note:
+    "not counted: why" (issue 29: a stuck_leases no index can serve) or "not visible: why" (issue
+    32: a collector login without pg_read_all_stats sees no other login's sessions, so a snapshot
+    or blocker reads as none), whether the note is that text, begins with it, or is JSON carrying
+    it under ``not_visible``; '' for any other note."""
+    text = note.strip()
+    if text.startswith("{"):
+        details = parse_note(text) or {}
+        text = details.get("not_visible") if isinstance(details.get("not_visible"), str) else ""
+    for word in ("not counted", "not visible"):
+        if text.startswith(word):
+            why = text.removeprefix(word).lstrip(": ").split(":")[0].split(" (")[0].split(";")[0].strip()
+            return f"{word}: {why}" if why else word
+    return ""
+
+
+# Columns whose healthy value depends on seeing other sessions, and the rows that say when the
+# collector login cannot: ghosts are held by a snapshot it may not see; waiters' blockers too.
+UNSEEN_FROM: Mapping[str, tuple[str, ...]] = {
+    "ghost_records": ("oldest_snapshot_age_s",),
+    "lock_waiters": ("head_blockers", "lock_blockers", "lock_wait_max_s"),
+}
+
+
+def unseen(notes: Mapping[tuple[str, str, str], str], target: str, queue: str, metric: str) -> str:
+    """Why a column's root cause is not visible for this queue ('' when it is): the first
+    "not visible" note among its target's and its own rows of :data:`UNSEEN_FROM`."""
+    for source in UNSEEN_FROM.get(metric, ()):
+        for key in ((target, queue, source), (target, "", source)):
+            why = cell_note(notes.get(key, ""))
+            if why.startswith("not visible"):
+                return why
+    return ""
 
 
 def table(cfg: Config, healths: list[QueueHealth], spark: Mapping[tuple[str, str], list[float]],
@@ -127,12 +155,21 @@ def table(cfg: Config, healths: list[QueueHealth], spark: Mapping[tuple[str, str
                 row[header] = "" if v is None else f"{v:.1f}" + (f" · {short_ignored(h.values, metric)}"
                                                                  if metric in h.ignored else "")
             else:
-                row[header] = v if v is not None else (not_counted((notes or {}).get((h.target, h.queue, metric), ""))
+                row[header] = v if v is not None else (cell_note((notes or {}).get((h.target, h.queue, metric), ""))
                                                        or None)
             cell[header] = "ignored" if metric in h.ignored else cell_state(q, h, metric)
+            hidden = unseen(notes or {}, h.target, h.queue, metric)
+            if hidden and v is not None:  # a 0 the collector cannot vouch for never reads healthy
+                row[header] = f"{format_value(metric, v)} · {hidden}"
+                cell[header] = "unknown" if cell[header] == "ok" else cell[header]
         rows.append(row)
         states.append(cell)
     df = pd.DataFrame(rows)
+    for metric, header in COLUMNS:  # a column with a note in words is text: its numbers read as numbers
+        if metric not in GUARDED and metric != "oldest_age_s" and header in df \
+                and df[header].map(lambda x: isinstance(x, str)).any():
+            df[header] = df[header].map(lambda x, m=metric: format_value(m, x) if isinstance(x, (int, float))
+                                        and x == x else x)
     return df, pd.DataFrame(states, index=df.index)
 
 
@@ -269,9 +306,27 @@ def cause_rows(cfg: Config, sample: LiveSample, healths: Sequence[QueueHealth]) 
     return sorted(rows, key=lambda r: (r.state != "crit", -(r.cause.age_s or 0)))
 
 
+def unseen_targets(sample: LiveSample) -> dict[str, str]:
+    """Reachable targets whose root-cause rows (the oldest snapshot, blocking chains) say the
+    collector login cannot see other sessions, with the words why: no banner there is not "none"."""
+    down = sample.unreachable()
+    out: dict[str, str] = {}
+    for r in sample.rows:
+        if not r.queue and r.target not in down and r.metric in ("oldest_snapshot_age_s", "head_blockers"):
+            why = cell_note(r.note)
+            if why.startswith("not visible"):
+                out.setdefault(r.target, why)
+    return out
+
+
 def _root_causes(ctx: context.Ctx, sample: LiveSample, healths: Sequence[QueueHealth]) -> None:
     """Root causes as banners above the table: the session, its age, the queues it holds up, and
-    the one-click way to its "End session" card on the queue page."""
+    the one-click way to its "End session" card on the queue page; a target whose sessions the
+    collector cannot see says so, since its missing root causes may be there all the same."""
+    for target, why in sorted(unseen_targets(sample).items()):
+        st.warning(f"**Root causes on target `{target}` are {why}**: an old snapshot or a blocking "
+                   "session there reads as none. Grant the collector login pg_monitor (or pg_read_all_stats).",
+                   icon=":material/visibility_off:")
     for i, row in enumerate(cause_rows(ctx.cfg, sample, healths)):
         c = row.cause
         queues = ", ".join(f"`{name}`" for name in row.queues)
