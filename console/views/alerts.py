@@ -14,6 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from console import chrome, context, urlstate
+from console.health import WORD
+from queueops import judge
 from queueops.alerts.rules import Rule, RuleError, effective_rules
 from queueops.config import Config
 
@@ -28,9 +30,49 @@ def rules_by_name(cfg: Config) -> dict[str, Rule]:
         return {}
 
 
-def firing_table(states: pd.DataFrame, rules: dict[str, Rule], queue: str | None = None) -> pd.DataFrame:
-    """The firing alerts, worst first: rule, severity, where, value, condition, since, clearing."""
-    cols = ["severity", "rule", "queue", "target", "value", "condition", "firing since", "clearing since"]
+# The root causes' rules (queueops.causes: cause:<cause>:<severity>) in words.
+CAUSE_WORDS = {"snapshot": "old snapshot", "table_lock": "table lock", "head_blocker": "head blocker"}
+
+
+def cause_words(rule: str) -> str:
+    """The root cause a ``cause:*`` rule pages for, in words ('' for any other rule)."""
+    parts = rule.split(":")
+    return CAUSE_WORDS.get(parts[1], parts[1].replace("_", " ")) if len(parts) > 1 and parts[0] == "cause" else ""
+
+
+def alert_advice(rule: Rule | None, queue: str, dialect: str = "") -> str:
+    """What the alert tells the person it wakes, as its notification does: a root cause's finding's
+    advice, else the advice of its metric's rule."""
+    if rule is None:
+        return ""
+    if rule.finding in judge.RULES:
+        return judge.advice(rule.finding, queue, dialect)
+    return judge.metric_advice(rule.metric, queue, dialect)
+
+
+def queue_states(states: pd.DataFrame, rules: dict[str, Rule]) -> dict[tuple[str, str], str]:
+    """Each queue's one state as its alerts see it, the ``queue_state`` every transition carries
+    (:meth:`queueops.alerts.manager.AlertManager.queue_state`): :func:`queueops.judge.queue_state`
+    of its firing alerts' severities, metrics' and root causes' alike."""
+    metric: dict[tuple[str, str], list[str]] = {}
+    found: dict[tuple[str, str], list[str]] = {}
+    if states.empty:
+        return {}
+    for name, target, queue, state in zip(states["rule"], states["target"], states["queue"], states["state"],
+                                          strict=True):
+        rule = rules.get(name)
+        if state == "firing" and rule is not None:
+            (found if rule.finding else metric).setdefault((target, queue), []).append(rule.severity)
+    return {k: judge.queue_state(metric.get(k, []), found.get(k, [])) for k in {*metric, *found}}
+
+
+def firing_table(states: pd.DataFrame, rules: dict[str, Rule], queue: str | None = None,
+                 dialects: dict[str, str] | None = None) -> pd.DataFrame:
+    """The firing alerts, worst first: severity, rule, the root cause it pages for, where, the
+    queue's state as its alerts see it, value, condition, since, clearing, and the advice
+    (``dialects``: target -> dialect, for the advice's wording)."""
+    cols = ["severity", "rule", "cause", "queue", "queue state", "target", "value", "condition", "firing since",
+            "clearing since", "advice"]
     if states.empty:
         return pd.DataFrame(columns=cols)
     df = states[states["state"] == "firing"]
@@ -38,11 +80,17 @@ def firing_table(states: pd.DataFrame, rules: dict[str, Rule], queue: str | None
         df = df[df["queue"] == queue]
     if df.empty:
         return pd.DataFrame(columns=cols)
+    whole = queue_states(states, rules)
     out = pd.DataFrame({
         "severity": [rules[r].severity if r in rules else "" for r in df["rule"]],
-        "rule": df["rule"], "queue": df["queue"], "target": df["target"], "value": df["value"],
+        "rule": df["rule"], "cause": [cause_words(r) for r in df["rule"]], "queue": df["queue"],
+        "queue state": [WORD[whole[(t, q)]] if (t, q) in whole else "" for t, q in
+                        zip(df["target"], df["queue"], strict=True)],
+        "target": df["target"], "value": df["value"],
         "condition": [rules[r].describe() if r in rules else "" for r in df["rule"]],
         "firing since": df["since"], "clearing since": df["clearing_since"],
+        "advice": [alert_advice(rules.get(r), q, (dialects or {}).get(t, "")) for r, q, t in
+                   zip(df["rule"], df["queue"], df["target"], strict=True)],
     })
     return out.sort_values(["severity", "firing since"], key=lambda s: s.map({"crit": 0, "warn": 1})
                            if s.name == "severity" else s).reset_index(drop=True)
@@ -59,11 +107,13 @@ def firings_per_rule(events: pd.DataFrame) -> pd.DataFrame:
 
 def history_table(events: pd.DataFrame) -> pd.DataFrame:
     if events.empty:
-        return pd.DataFrame(columns=["at", "state", "severity", "rule", "queue", "target", "value", "lasted"])
+        return pd.DataFrame(columns=["at", "state", "severity", "rule", "cause", "queue", "target", "value",
+                                     "lasted"])
     lasted = [(_duration((at - since).total_seconds()) if st_ == "resolved" else "")
               for at, since, st_ in zip(events["at"], events["active_since"], events["state"], strict=True)]
     return pd.DataFrame({"at": events["at"], "state": events["state"], "severity": events["severity"],
-                         "rule": events["rule"], "queue": events["queue"], "target": events["target"],
+                         "rule": events["rule"], "cause": [cause_words(r) for r in events["rule"]],
+                         "queue": events["queue"], "target": events["target"],
                          "value": events["value"], "lasted": lasted, "condition": events["condition"]})
 
 
@@ -100,12 +150,17 @@ def render() -> None:
 
     states = ctx.store.alert_states()
     st.subheader("Firing now")
-    firing = firing_table(states, rules, queue)
+    firing = firing_table(states, rules, queue, {t.name: t.dialect for t in cfg.targets})
     if firing.empty:
         st.success("No alert is firing" + (f" on queue {queue}." if queue else "."), icon=":material/check_circle:")
     else:
-        st.dataframe(firing, hide_index=True, key="al_firing",
-                     column_config=_time_columns(ctx, ("firing since", "clearing since")))
+        st.dataframe(firing, hide_index=True, key="al_firing", column_config={
+            **_time_columns(ctx, ("firing since", "clearing since")),
+            "cause": st.column_config.TextColumn(help="the root cause a cause:* rule pages for: an old snapshot, "
+                                                 "a session holding the queue's table, the head of its waiters"),
+            "queue state": st.column_config.TextColumn(help="the queue's one state as its firing alerts give it "
+                                                       "(the worst of their severities), as each alert carries it"),
+            "advice": st.column_config.TextColumn(width="large", help="what to do: the finding's advice")})
         clearing = int(firing["clearing since"].notna().sum())
         if clearing:
             st.caption(f"{clearing} of them clearing: their condition is clear, they resolve once it has stayed "

@@ -111,3 +111,60 @@ def test_a_store_from_before_clearing_since_still_shows_what_fires(alerts_env: c
     at = page("console.views.alerts")
     assert not at.exception, at.exception
     assert list(at.dataframe[0].value["rule"]) == ["threshold:depth:crit", "threshold:depth:warn"]
+
+
+def feed_causes(cfg: config_mod.Config) -> None:
+    """Ten minutes of cycles: a session holds the target's oldest snapshot for over 600 s (every
+    queue's root cause) and another holds ExclusiveLock on 'jobs' (that queue's only)."""
+    engine = open_engine(cfg)
+    m = AlertManager(effective_rules(cfg), engine, log_lines=False)
+    t = datetime.now(UTC) - timedelta(minutes=10)
+    for i in range(8):
+        at = t + timedelta(seconds=60 * i)
+        rows = [SnapshotRow(at, "t", "d", "", "oldest_snapshot_age_s", 700.0 + 60 * i,
+                            '{"kind": "backend", "pid": 42, "state": "idle in transaction"}'),
+                SnapshotRow(at, "t", "d", "jobs", "depth", 3), SnapshotRow(at, "t", "d", "mail", "depth", 3),
+                SnapshotRow(at, "t", "d", "jobs", "lock_blockers", 1,
+                            '{"holders": [{"pid": 5, "mode": "ExclusiveLock", "xact_age_s": 5}]}'),
+                SnapshotRow(at, "t", "d", "mail", "lock_blockers", 0, "exact (pg_locks now)")]
+        m.on_cycle(rows, at)
+    m.close()
+    engine.dispose()
+
+
+def test_root_cause_alerts_say_the_cause_the_queue_state_and_the_advice(alerts_env: config_mod.Config) -> None:
+    from queueops import judge
+
+    feed_causes(alerts_env)
+    at = page("console.views.alerts")
+    assert not at.exception, at.exception
+    firing = at.dataframe[0].value
+    got = {(r, q): (c, s) for r, q, c, s in firing[["rule", "queue", "cause", "queue state"]].itertuples(index=False)}
+    assert got == {("cause:snapshot:crit", "jobs"): ("old snapshot", "CRITICAL"),
+                   ("cause:snapshot:warn", "jobs"): ("old snapshot", "CRITICAL"),
+                   ("cause:snapshot:crit", "mail"): ("old snapshot", "CRITICAL"),
+                   ("cause:snapshot:warn", "mail"): ("old snapshot", "CRITICAL"),
+                   ("cause:table_lock:warn", "jobs"): ("table lock", "CRITICAL")}
+    advice = dict(zip(zip(firing["rule"], firing["queue"], strict=True), firing["advice"], strict=True))
+    assert advice[("cause:snapshot:crit", "mail")] == judge.advice("ghosts_held_by_snapshot", "mail", "postgresql")
+    assert advice[("cause:table_lock:warn", "jobs")] == judge.advice("blocker", "jobs", "postgresql")
+    history = at.dataframe[-1].value
+    assert set(history.loc[history["rule"].str.startswith("cause:table_lock"), "cause"]) == {"table lock"}
+
+
+def test_a_queue_state_is_the_worst_of_its_firing_alerts_metrics_and_causes_alike() -> None:
+    import pandas as pd
+
+    from console.views.alerts import cause_words, queue_states
+
+    cfg = config_mod.parse({
+        "targets": [{"name": "t", "dialect": "postgresql", "url": "postgresql://u@h:5432/d"}],
+        "queues": [{"name": q, "target": "t", "kind": "lease", "table": q, "key": "id", "lease_column": "taken_at"}
+                   for q in ("jobs", "mail")]})
+    rules = {r.name: r for r in effective_rules(cfg)}
+    states = pd.DataFrame({"rule": ["threshold:depth:warn", "cause:head_blocker:crit", "cause:snapshot:crit"],
+                           "target": ["t", "t", "t"], "queue": ["jobs", "jobs", "mail"],
+                           "state": ["firing", "firing", "resolved"]})
+    assert queue_states(states, rules) == {("t", "jobs"): "crit"}  # a resolved alert weighs nothing
+    assert [cause_words(r) for r in ("cause:head_blocker:warn", "cause:snapshot:crit", "threshold:depth:warn")] == [
+        "head blocker", "old snapshot", ""]
