@@ -68,6 +68,14 @@ def write_partitioned(df: DataFrame, path: str, parts: Sequence[str], order: Seq
      .write.mode("append").partitionBy(*parts).parquet(path))
 
 
+def write_by_hour(df: DataFrame, path: str, parts: Sequence[str], order: Sequence[str]) -> None:
+    """Append ``df``, whose tasks already hold whole hours (the rollups: one shuffle by ``hour_start``,
+    :func:`pipeline.rollups.five_minute_rollups`), under ``path`` partitioned by ``parts`` (``date``
+    and ``hour`` among them): one sorted file per partition without another shuffle, since no
+    partition's rows span two tasks. As :func:`write_partitioned`, the caller has cleared them."""
+    df.sortWithinPartitions(*parts, *order).write.mode("append").partitionBy(*parts).parquet(path)
+
+
 def write_snapshot(df: DataFrame, path: str, order: Sequence[str]) -> None:
     """Replace a small, unpartitioned table (forecasts, fleet) with one sorted file."""
     df.coalesce(1).sortWithinPartitions(*order).write.mode("overwrite").parquet(path)

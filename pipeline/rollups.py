@@ -221,8 +221,16 @@ def five_minute_rollups(samples: DataFrame, params: Params) -> DataFrame:
         "max(CASE WHEN signal THEN ts END) AS sig_last_ts",
         "sort_array(collect_list(value)) AS vals",
         f"sum({xh}) AS hx", f"sum({xh} * {xh}) AS hxx", f"sum({xh} * value) AS hxy"]
-    d = with_deltas(samples, params).where("in_scope")
-    out = d.groupBy(*KEYS, F.expr(floor_sql("ts", 300)).alias("window_start")).agg(*[F.expr(a) for a in aggs])
+    # One shuffle for the rest of the rollups: the rows go to their hour's task (``hour_start``),
+    # which serves the 5-minute aggregation (its keys include the hour), the hour's merge (a window
+    # over the key's hour) and the gold write (one file per window, date and hour) without another
+    # exchange. Only the columns the aggregation reads cross it (a note only where a peak keeps it).
+    d = (with_deltas(samples, params).where("in_scope")
+         .selectExpr(*KEYS, "hour_start", "ts", "value", f"CASE WHEN metric IN ({notes}) THEN note END AS note",
+                     "delta", "covered_s", "reset", "signal")
+         .repartition("hour_start"))
+    out = d.groupBy(*KEYS, "hour_start", F.expr(floor_sql("ts", 300)).alias("window_start")).agg(
+        *[F.expr(a) for a in aggs])
     return out.selectExpr("*", f"{nearest_rank('vals', '0.95D')} AS p95",
                           "CAST(NULL AS ARRAY<DOUBLE>) AS quantiles")
 
@@ -265,8 +273,7 @@ def with_hours(five: DataFrame, params: Params) -> DataFrame:
     arr = f"array({', '.join(f'{p!r}D' for p in pts)})"
     w = ("OVER (PARTITION BY target, database, queue, metric, hour_start ORDER BY window_start "
          "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)")
-    x = five.selectExpr("*", f"{floor_sql('window_start', 3600)} AS hour_start")
-    x = x.selectExpr("*", *[f"{e} {w} AS h_{c}" for c, e in _HOUR_MERGE.items()])
+    x = five.selectExpr("*", *[f"{e} {w} AS h_{c}" for c, e in _HOUR_MERGE.items()])
     x = x.selectExpr("*", "CASE WHEN window_start = h_first_window THEN sort_array(flatten(h_lists)) END AS h_vals")
     slope = ("CASE WHEN h_samples >= 2 AND h_first_ts < h_last_ts THEN "
              "(h_hxy - h_hx * h_sum / h_samples) / (h_hxx - h_hx * h_hx / h_samples) END")

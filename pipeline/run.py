@@ -146,8 +146,8 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
     rollup_base = join(out, gold.ROLLUPS)
     findings_base = join(out, gold.FINDINGS)
     with step("rollups"):
-        gold.write_partitioned(rolled.select(*ru.ROLLUP_COLUMNS), rollup_base, ["window", "date", "hour"],
-                               gold.ROLLUP_ORDER)
+        gold.write_by_hour(rolled.select(*ru.ROLLUP_COLUMNS), rollup_base, ["window", "date", "hour"],
+                           gold.ROLLUP_ORDER)
     with step("findings"):
         # The profile is small (queues x hours): computed once into one partition (a local
         # checkpoint), so that the rules' union reads it instead of recomputing its aggregation
