@@ -136,6 +136,11 @@ def queue_fragments(queue: Queue, dialect: str, types: Types | None = None) -> d
             frags.pop(frag, None)
     if "lease" not in frags:
         frags.pop("free", None)  # the readiness predicates name the lease column too
+    if dialect == "postgresql" and all(k in frags for k in ("status", "status_type", "runnable", "exhausted")):
+        # depth's status_follow_runnable: each status value read through the index that serves it,
+        # at most the cap of rows (issue 29, item 5).
+        status = coltypes.type_of(queue, "status_column", types or {}, dialect)
+        frags.update(coltypes.follow_runnable_reads(queue, status, frags, COUNT_CAP, SMALL_TABLE_PAGES))
     return frags
 
 

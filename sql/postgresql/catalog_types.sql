@@ -12,6 +12,7 @@
 --   leads_index             a valid btree index, not partial, leads with the column (issue 29: a
 --                           status count reads such an index in status order, one read for all its
 --                           values; without one, each value alone along the key)
+--   partials                the partial btree indexes on status values: [{name, values, order}]
 SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_schema, ty.typname AS type_name,
        format_type(a.atttypid, a.atttypmod) AS type_text,
        CASE WHEN ty.typname IN ('int2', 'int4', 'int8') THEN 'integer'
@@ -28,7 +29,67 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
        EXISTS (SELECT 1 FROM pg_index AS i
                JOIN pg_class AS ic ON ic.oid = i.indexrelid
                JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'
-               WHERE i.indrelid = c.oid AND i.indkey[0] = a.attnum AND i.indisvalid AND i.indpred IS NULL) AS leads_index
+               WHERE i.indrelid = c.oid AND i.indkey[0] = a.attnum AND i.indisvalid AND i.indpred IS NULL) AS leads_index,
+       -- The library's partial indexes on status values (issue 29: procrastinate's WHERE status = 'todo',
+       -- pgqueuer's WHERE status = 'queued'): a valid btree index whose predicate is the column alone,
+       -- col = ? or col = ANY (ARRAY[?, ...]) (read from pg_get_expr's text as stuck_leases' prelude
+       -- does), with plain key columns: its name, the values it holds, and its key as an ORDER BY
+       -- (names quoted here, directions and NULLS placement as the index has them), so that a count
+       -- of one of those values reads that index in its order and stops at the cap.
+       -- A partitioned table (pg-boss's job): such an index on every partition (pg-boss creates
+       -- its indexes on each queue's partition, none on the parent).
+       (SELECT json_agg(json_build_object('name', g.name, 'values', g.vals, 'order', g.ord) ORDER BY g.name)
+        FROM (SELECT min(p.name) AS name, p.vals, p.ord FROM (
+              SELECT i.indrelid, ic.relname::text AS name,
+                     -- col < ? (<=, >, >=, <>) on an enum: the labels on that side of it in the
+                     -- enum's order (pg-boss's job_i5 WHERE state < 'active': created, retry).
+                     CASE WHEN f.op IN ('=', '=ANY') THEN f.vals
+                          ELSE ARRAY(SELECT e.enumlabel::text FROM pg_enum AS e
+                                     JOIN pg_enum AS x ON x.enumtypid = e.enumtypid AND x.enumlabel = f.vals[1]
+                                     WHERE e.enumtypid = a.atttypid
+                                       AND CASE f.op WHEN '<' THEN e.enumsortorder < x.enumsortorder
+                                                     WHEN '<=' THEN e.enumsortorder <= x.enumsortorder
+                                                     WHEN '>' THEN e.enumsortorder > x.enumsortorder
+                                                     WHEN '>=' THEN e.enumsortorder >= x.enumsortorder
+                                                     ELSE e.enumsortorder <> x.enumsortorder END
+                                     ORDER BY e.enumsortorder) END AS vals,
+                     (SELECT string_agg(quote_ident(ka.attname)
+                                        || CASE WHEN i.indoption[k.n] & 1 = 1 THEN ' DESC' ELSE '' END
+                                        || CASE WHEN i.indoption[k.n] & 2 = 2 THEN ' NULLS FIRST' ELSE ' NULLS LAST' END,
+                                        ', ' ORDER BY k.n)
+                      FROM generate_series(0, i.indnkeyatts - 1) AS k (n)
+                      JOIN pg_attribute AS ka ON ka.attrelid = i.indrelid AND ka.attnum = i.indkey[k.n]) AS ord
+              FROM pg_index AS i
+              JOIN pg_class AS ic ON ic.oid = i.indexrelid
+              JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'
+              CROSS JOIN LATERAL (SELECT pg_get_expr(i.indpred, i.indrelid) AS pred) AS pr
+              CROSS JOIN LATERAL (
+                  SELECT regexp_replace(regexp_replace(regexp_replace(pr.pred,
+                             '''(?:[^'']|'''')*''(::[a-zA-Z_][a-zA-Z0-9_ ."]*)?', '?', 'g'),
+                             '\m\d+\M', '?', 'g'), '[\s()]|::text\[\]', '', 'g') AS shape,
+                         regexp_replace(quote_ident(a.attname), '[\s()]', '', 'g')
+                         || CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype)
+                                 THEN '::text' ELSE '' END AS head,
+                         ARRAY(SELECT coalesce(replace(m[1], '''''', ''''), m[2])
+                               FROM regexp_matches(pr.pred, '''((?:[^'']|'''')*)''|\m(\d+)\M', 'g') AS m) AS vals
+              ) AS f0
+              CROSS JOIN LATERAL (
+                  SELECT f0.*, (regexp_match(substr(f0.shape, length(f0.head) + 1),
+                                             '^(=|<|<=|>|>=|<>)\?$|^=ANYARRAY\[\?(?:,\?)*\]$'))[1] AS op1,
+                         substr(f0.shape, length(f0.head) + 1) ~ '^=ANYARRAY\[\?(,\?)*\]$' AS any_form
+              ) AS f1
+              CROSS JOIN LATERAL (SELECT f1.*, CASE WHEN f1.any_form THEN '=ANY' ELSE f1.op1 END AS op) AS f
+              WHERE i.indrelid IN (SELECT c.oid WHERE c.relkind <> 'p'
+                                   UNION ALL SELECT pt.relid FROM pg_partition_tree(c.oid) AS pt
+                                             WHERE c.relkind = 'p' AND pt.isleaf)
+                AND i.indisvalid AND i.indpred IS NOT NULL AND f.op IS NOT NULL
+                AND NOT EXISTS (SELECT 1 FROM generate_series(0, i.indnkeyatts - 1) AS z (n) WHERE i.indkey[z.n] = 0)
+                AND left(f.shape, length(f.head)) = f.head
+                AND (f.op IN ('=', '=ANY') OR (ty.typtype = 'e' AND cardinality(f.vals) = 1))) AS p
+              GROUP BY p.vals, p.ord
+              HAVING count(DISTINCT p.indrelid) = CASE WHEN c.relkind <> 'p' THEN 1
+                                                       ELSE (SELECT count(*) FROM pg_partition_tree(c.oid) AS pt
+                                                             WHERE pt.isleaf) END) AS g) AS partials
 FROM unnest(ARRAY[:tables]::text[], ARRAY[:columns]::text[]) AS t (qualified, col)
 JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
 JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attname = t.col AND a.attnum > 0 AND NOT a.attisdropped

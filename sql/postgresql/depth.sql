@@ -35,7 +35,10 @@
 WITH queueops_q AS MATERIALIZED (
     -- pg_stat_get_live_tuples is how pg_stat_user_tables defines n_live_tup; joined as the view it
     -- would aggregate the view over every table of the database, every cycle.
-    SELECT t.queue, c.reltuples, pg_stat_get_live_tuples(c.oid) AS n_live_tup,
+    -- A partitioned table's pages and live rows are its partitions' (its own relpages and counter
+    -- are 0: pg-boss's job table was read as a small one, its rows counted by sorting it; issue 29).
+    SELECT t.queue, c.reltuples, coalesce(pt.n_live_tup, pg_stat_get_live_tuples(c.oid)) AS n_live_tup,
+           coalesce(pt.pages, c.relpages, 0) AS pages,
            s.most_common_vals::text::text[] AS status_vals, s.most_common_freqs AS status_freqs,
            -- open_when_null (issue 29): the open rows as the library's partial index on them counts
            -- them (its reltuples, set by ANALYZE and VACUUM); NULL without such an index.
@@ -64,6 +67,9 @@ WITH queueops_q AS MATERIALIZED (
                 ARRAY[:open_names]::text[])
          AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
+    LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages, sum(pg_stat_get_live_tuples(pc.oid)) AS n_live_tup
+                       FROM pg_partition_tree(c.oid) AS p JOIN pg_class AS pc ON pc.oid = p.relid
+                       WHERE c.relkind = 'p' AND p.isleaf) AS pt ON true
     LEFT JOIN LATERAL (SELECT st.most_common_vals, st.most_common_freqs FROM pg_stats AS st
                        WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.status_col
                        ORDER BY st.inherited LIMIT 1) AS s ON true
@@ -397,38 +403,30 @@ CROSS JOIN LATERAL (VALUES
 WHERE c.queue = :queue
 -- @block status_follow_runnable
 -- With runnable_at: an item in a ready status is ready when runnable_at is NULL or has passed,
--- scheduled when it is ahead (procrastinate's scheduled_at, pgqueuer's execute_after). Per ready
--- value, three reads of at most :cap items in (status, runnable_at) order: an index on
--- (status, runnable_at) seeks each range and stops, so jobs scheduled ahead cost the ready count
--- nothing. Exhausted items (max_attempts) among the ready reads are count_exhausted.
+-- scheduled when it is ahead (procrastinate's scheduled_at, pgqueuer's execute_after). Each status
+-- value is read through the index that serves it, at most :cap rows whatever their runnable time
+-- (issue 29, item 5: rows read, not only rows matched, are bounded; pgqueuer's 155,000 jobs
+-- enqueued for later were read by three whole-table scans), and classified after the read
+-- (coltypes.follow_runnable_reads renders {ready_reads}, {processing_count}, {done_count}): one
+-- read of all values where an index leads with the status column; else each value through the
+-- library's partial index on it (procrastinate's WHERE status = 'todo', pgqueuer's WHERE status =
+-- 'queued'), in that index's order; a value no index serves is read only on a small table
+-- (c.pages under the small-table limit) and otherwise not counted at all: its figure is the
+-- statistics' estimate, labelled 'not counted: no index serves ...' (walking the primary key for
+-- it read the whole table: 24,739 buffers for procrastinate at 200,000 rows). Exhausted items
+-- (max_attempts) among the runnable rows read are count_exhausted.
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM queueops_q AS c
-CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped, r.scheduled, r.scheduled_capped,
-             (SELECT sum(x.n) FROM {processing_rows}
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} {processing_match}{open_and}
-                                                             ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS processing,
-             (SELECT sum(x.n) FROM {done_rows}
-              CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE {status} {done_match}{open_and}
-                                                             ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS done,
+CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped, r.scheduled, r.scheduled_capped, r.uncounted,
+             {processing_count} AS processing,
+             {done_count} AS done,
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
-      FROM (SELECT sum(d.ready + z.ready) AS ready, sum(d.exhausted + z.exhausted) AS exhausted,
-                   sum(d.seen + z.seen) AS seen, bool_or(d.seen >= :cap OR z.seen >= :cap) AS capped,
-                   sum(f.n) AS scheduled, bool_or(f.n >= :cap) AS scheduled_capped
-            FROM unnest(ARRAY[:ready_values]::{status_type}[]) AS u (s)
-            CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
-                                       count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
-                                FROM (SELECT {exhausted} AS exhausted FROM {table}
-                                      WHERE {status} = u.s AND {runnable} <= {clock}{open_and}
-                                      ORDER BY {status}, {runnable} LIMIT :cap) AS l) AS d
-            CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE NOT l.exhausted) AS ready,
-                                       count(*) FILTER (WHERE l.exhausted) AS exhausted, count(*) AS seen
-                                FROM (SELECT {exhausted} AS exhausted FROM {table}
-                                      WHERE {status} = u.s AND {runnable} IS NULL{open_and}
-                                      ORDER BY {status}, {runnable} LIMIT :cap) AS l) AS z
-            CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {table}
-                                                          WHERE {status} = u.s AND {runnable} > {clock}{open_and}
-                                                          ORDER BY {status}, {runnable} LIMIT :cap) AS l) AS f) AS r
+      FROM (SELECT sum(x.ready) AS ready, sum(x.exhausted) AS exhausted, sum(x.ready + x.exhausted) AS seen,
+                   bool_or(x.n >= :cap) OR NOT bool_and(x.counted) AS capped, sum(x.ahead) AS scheduled,
+                   bool_or(x.ahead >= :cap) OR NOT bool_and(x.counted) AS scheduled_capped,
+                   NOT bool_and(x.counted) AS uncounted
+            FROM ({ready_reads}) AS x (ready, exhausted, n, counted, ahead)) AS r
       OFFSET 0) AS n
 CROSS JOIN LATERAL (SELECT NOT n.capped AND NOT n.scheduled_capped AND n.total < :cap AND n.processing < :cap
                            AND n.done < :cap AS all_exact) AS t
@@ -455,8 +453,19 @@ CROSS JOIN LATERAL (
                          WHERE CASE WHEN st.tz THEN m.v::timestamptz > now() ELSE m.v::timestamp > {clock} END), 0)
                + greatest(1 - coalesce((SELECT sum(m.f) FROM unnest(st.most_common_freqs) AS m (f)), 0)
                             - coalesce(st.null_frac, 0), 0)
-                 * coalesce((SELECT avg((CASE WHEN st.tz THEN b.v::timestamptz > now() ELSE b.v::timestamp > {clock} END)::int)
-                             FROM unnest(st.histogram_bounds::text::text[]) AS b (v)), 0)
+                 -- The histogram's share ahead, interpolated in the bucket the clock falls in (as the
+                 -- planner's own inequality estimate does): counting whole buckets, one bucket was
+                 -- 1/statistics_target of the rows (pg-boss's 300 jobs sent for later read 399).
+                 * coalesce((SELECT CASE WHEN h.hi IS NULL THEN 0 WHEN h.lo IS NULL OR h.m < 2 THEN 1
+                                         ELSE (h.k - 1 + (h.hi - h.now_e) / greatest(h.hi - h.lo, 1e-9)) / (h.m - 1) END
+                             FROM (SELECT count(*) AS m, count(*) FILTER (WHERE b.e > b.now_e) AS k,
+                                          min(b.e) FILTER (WHERE b.e > b.now_e) AS hi,
+                                          max(b.e) FILTER (WHERE b.e <= b.now_e) AS lo, max(b.now_e) AS now_e
+                                   FROM (SELECT CASE WHEN st.tz THEN extract(epoch FROM x.v::timestamptz)
+                                                     ELSE extract(epoch FROM x.v::timestamp) END AS e,
+                                                CASE WHEN st.tz THEN extract(epoch FROM now())
+                                                     ELSE extract(epoch FROM {clock}) END AS now_e
+                                         FROM unnest(st.histogram_bounds::text::text[]) AS x (v)) AS b) AS h), 0)
            END AS share
     FROM (SELECT 1) AS one
     LEFT JOIN LATERAL (SELECT s.histogram_bounds, s.most_common_vals, s.most_common_freqs, s.null_frac,
@@ -477,28 +486,42 @@ CROSS JOIN LATERAL (SELECT CASE WHEN n.capped AND sc.scheduled IS NOT NULL AND c
                                 THEN c.reltuples * f.ready - sc.scheduled END AS runnable_rows) AS r
 CROSS JOIN LATERAL (VALUES
     ('depth', CASE WHEN r.runnable_rows IS NULL THEN n.ready
-                   ELSE greatest(n.ready, r.runnable_rows * n.ready / greatest(n.seen, 1)) END::float8,
+                   ELSE greatest(n.ready, r.runnable_rows * CASE WHEN n.seen > 0 THEN n.ready / n.seen ELSE 1 END) END::float8,
      CASE WHEN NOT n.capped THEN 'exact'
+          WHEN r.runnable_rows IS NOT NULL AND n.uncounted
+          THEN 'estimate (pg_stats MCV of the ready values less the share of runnable_at ahead; not counted: no index serves a ready value)'
+          WHEN n.uncounted THEN 'not counted: no index serves a ready value, and no statistics'
           WHEN r.runnable_rows IS NOT NULL AND NOT n.scheduled_capped
           THEN 'estimate (pg_stats MCV of the ready values less the scheduled counted)'
           WHEN r.runnable_rows IS NOT NULL
           THEN 'estimate (pg_stats MCV of the ready values less the share of runnable_at ahead)'
           ELSE 'at least (cap of runnable items read)' END),
     ('count_exhausted', CASE WHEN r.runnable_rows IS NULL THEN n.exhausted
-                             ELSE greatest(n.exhausted, r.runnable_rows * n.exhausted / greatest(n.seen, 1)) END::float8,
+                             ELSE greatest(n.exhausted, r.runnable_rows * CASE WHEN n.seen > 0 THEN n.exhausted / n.seen ELSE 0 END) END::float8,
      CASE WHEN NOT n.capped THEN 'exact (runnable ready items at max_attempts)'
+          WHEN n.uncounted THEN 'unknown: no index serves a ready value (none read)'
           WHEN r.runnable_rows IS NOT NULL THEN 'estimate (pg_stats MCV less the scheduled x the share at max_attempts in the cap read)'
           ELSE 'at least (cap of runnable items read)' END),
     ('count_scheduled', coalesce(sc.scheduled, n.scheduled)::float8,
-     CASE WHEN NOT n.scheduled_capped THEN 'exact' WHEN sc.scheduled IS NOT NULL
+     CASE WHEN NOT n.scheduled_capped THEN 'exact' WHEN sc.scheduled IS NOT NULL AND n.uncounted
+          THEN 'estimate (pg_stats of runnable_at: the share ahead of the clock; not counted: no index serves a ready value)'
+          WHEN sc.scheduled IS NOT NULL
           THEN 'estimate (pg_stats of runnable_at: the share ahead of the clock)' ELSE 'at least (cap reached)' END),
     ('count_processing', CASE WHEN n.processing < :cap OR f.processing IS NULL OR c.reltuples < 0 THEN n.processing
                               ELSE greatest(n.processing, c.reltuples * f.processing) END::float8,
-     CASE WHEN n.processing < :cap THEN 'exact' WHEN f.processing IS NOT NULL AND c.reltuples >= 0
+     CASE WHEN n.processing < :cap THEN 'exact'
+          WHEN n.processing IS NULL AND f.processing IS NOT NULL AND c.reltuples >= 0
+          THEN 'estimate (pg_stats MCV; not counted: no index serves these status values)'
+          WHEN n.processing IS NULL THEN 'not counted: no index serves these status values, and no statistics'
+          WHEN f.processing IS NOT NULL AND c.reltuples >= 0
           THEN 'estimate (pg_stats MCV)' ELSE 'at least (cap reached)' END),
     ('count_done', CASE WHEN n.done < :cap OR f.done IS NULL OR c.reltuples < 0 THEN n.done
                         ELSE greatest(n.done, c.reltuples * f.done) END::float8,
-     CASE WHEN n.done < :cap THEN 'exact' WHEN f.done IS NOT NULL AND c.reltuples >= 0
+     CASE WHEN n.done < :cap THEN 'exact'
+          WHEN n.done IS NULL AND f.done IS NOT NULL AND c.reltuples >= 0
+          THEN 'estimate (pg_stats MCV; not counted: no index serves these status values)'
+          WHEN n.done IS NULL THEN 'not counted: no index serves these status values, and no statistics'
+          WHEN f.done IS NOT NULL AND c.reltuples >= 0
           THEN 'estimate (pg_stats MCV)' ELSE 'at least (cap reached)' END),
     ('count_other', CASE WHEN t.all_exact THEN n.total - n.seen - n.scheduled - n.processing - n.done END::float8,
      CASE WHEN t.all_exact THEN 'exact (statuses not in ready, processing or done values)' ELSE 'unknown above the cap' END),

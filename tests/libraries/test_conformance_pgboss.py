@@ -146,9 +146,11 @@ def test_figures_are_pgboss_own_in_every_zone(shaped: LibServer) -> None:
 
 def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibServer) -> None:
     """Item 5: each fast statement's shared buffers at 200k rows, and ``config check --live``'s
-    verdict on the same statement. pgboss.job is partitioned by queue name: every statement reads
-    the queue's partition whole (pg-boss's only index on the state is job_i5, partial on the
-    fetchable states and led by name), over the bound, and the live check says so."""
+    verdict on the same statement. pgboss.job is partitioned by queue name; pg-boss's only index on
+    the state is job_i5 on each partition, partial on the fetchable states (state < 'active') and
+    led by (name, start_after): depth reads it (at most the cap of created and retry jobs, the jobs
+    sent for later sought by start_after) and reads no active or finished job (no index serves
+    them: their estimate); stuck_leases still reads the partition whole, and the live check says so."""
     cfg = _cfg(shaped, "UTC")
     with shaped.connect() as conn:
         reads = {r.collector: r for r in common.measured_reads(cfg, QUEUE, conn)}
@@ -163,6 +165,8 @@ def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibS
     assert pages > common.BUFFER_BOUND
     for r in reads.values():
         assert (r.buffers <= common.BUFFER_BOUND) == (r.collector not in scans), (r, scans)
+    assert reads["depth"].buffers <= common.BUFFER_BOUND and reads["oldest_age_s"].buffers <= common.BUFFER_BOUND
+    assert "stuck_leases" in scans
     assert not [f for f in report.findings if f.severity == "error"], report.findings
 
 

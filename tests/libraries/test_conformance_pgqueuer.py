@@ -179,7 +179,10 @@ def test_figures_are_pgqueuers_own_in_every_zone(shaped: LibServer) -> None:
 
 def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibServer) -> None:
     """Item 5: each fast statement's shared buffers at 200k rows, and ``config check --live``'s
-    verdict on the same statement: "scans instead of seeking" where the read is not bounded."""
+    verdict on the same statement: "scans instead of seeking" where the read is not bounded. depth
+    reads at most the cap of queued jobs through pgqueuer's partial index (the 155,000 enqueued for
+    later no longer read: three whole-table scans before) and no finished job (no index serves
+    them: their estimate); oldest_age_s is still over the bound, and said so."""
     cfg = _cfg(shaped, "UTC")
     with shaped.connect() as conn:
         reads = {r.collector: r for r in common.measured_reads(cfg, QUEUE, conn)}
@@ -195,6 +198,8 @@ def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibS
         assert (r.buffers <= common.BUFFER_BOUND) == (r.collector not in scans), (r, scans)
     # stuck_leases reads pgqueuer's own partial index on the picked jobs, within the bound.
     assert reads["stuck_leases"].buffers <= common.BUFFER_BOUND
+    assert reads["depth"].buffers <= common.BUFFER_BOUND
+    assert "oldest_age_s" in scans
     assert not [f for f in report.findings if f.severity == "error"], report.findings
 
 

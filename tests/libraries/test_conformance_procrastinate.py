@@ -184,10 +184,11 @@ def test_figures_are_procrastinates_own_in_every_zone(shaped: LibServer) -> None
 
 def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibServer) -> None:
     """Item 5: each fast statement's shared buffers at 200k rows, and ``config check --live``'s
-    verdict on the same statement: "scans instead of seeking" exactly where the read is not bounded
-    (depth walks the primary key for each status value, procrastinate having no index that leads
-    with its status column: over the bound, and said so; stuck_leases reads procrastinate's own
-    partial index on the doing jobs)."""
+    verdict on the same statement: "scans instead of seeking" exactly where the read is not bounded.
+    depth reads procrastinate's partial indexes on the todo and doing jobs (at most the cap each)
+    and not the finished ones at all (no index serves them: their estimate; it walked the primary
+    key, 24,807 buffers, before); stuck_leases reads the partial index on the doing jobs;
+    oldest_age_s (no index ordered by scheduled_at) is still over the bound, and said so."""
     cfg = _cfg(shaped, "UTC")
     with shaped.connect() as conn:
         reads = {r.collector: r for r in common.measured_reads(cfg, QUEUE, conn)}
@@ -202,6 +203,8 @@ def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibS
         assert r.relpages > common.BUFFER_BOUND, r  # the table is far past the bound
         assert (r.buffers <= common.BUFFER_BOUND) == (r.collector not in scans), (r, scans)
     assert reads["stuck_leases"].buffers <= common.BUFFER_BOUND
+    assert reads["depth"].buffers <= common.BUFFER_BOUND
+    assert "oldest_age_s" in scans  # still unbounded: said so, with the index that fixes it
     assert not [f for f in report.findings if f.severity == "error"], report.findings
 
 
