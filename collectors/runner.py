@@ -141,6 +141,8 @@ def queue_fragments(queue: Queue, dialect: str, types: Types | None = None) -> d
         # at most the cap of rows (issue 29, item 5).
         status = coltypes.type_of(queue, "status_column", types or {}, dialect)
         frags.update(coltypes.follow_runnable_reads(queue, status, frags, COUNT_CAP, SMALL_TABLE_PAGES))
+        if "enqueued_at" in frags and "ready_list" in frags:
+            frags.update(coltypes.oldest_runnable_reads(queue, status, frags, COUNT_CAP))
     return frags
 
 

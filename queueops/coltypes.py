@@ -16,6 +16,7 @@ Only catalog lookups run (``sql/<dialect>/catalog_types.sql``), with names bound
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -342,6 +343,12 @@ def status_read_fragments(q: Queue, status: ColumnType | None, lists: dict[str, 
     return out
 
 
+def _constant(value: int | str, cast: str, status: ColumnType | None) -> str:
+    """A status value as a constant of the column's type; untyped when the type was not read (an
+    untyped constant takes the column's type, whatever it is: an enum compared with text fails)."""
+    return _typed_literal(value, cast) if status is not None else _typed_literal(value, "").removesuffix("::")
+
+
 def _typed_literal(value: int | str, cast: str) -> str:
     """A status value from config as a PostgreSQL constant of the status column's type: an integer
     as digits, text quoted with quotes doubled (E'' with backslashes doubled when it has one, so the
@@ -359,7 +366,7 @@ def _typed_literal(value: int | str, cast: str) -> str:
 def serving_partial(status: ColumnType | None, value: int | str, prefer: str = "") -> tuple[str, str] | None:
     """``(index name, ORDER BY)`` of the partial index that holds ``value``'s rows (procrastinate's
     ``procrastinate_jobs_priority_idx_v1 ... WHERE status = 'todo'``), or None: one whose key holds
-    the quoted column ``prefer`` first, then the one holding the fewest other values.
+    the column ``prefer`` first, then the one holding the fewest other values.
 
     A count of the value read in that index's own order, ``LIMIT`` the cap, reads at most the cap
     of its entries whatever else the table holds (issue 29: the per-value read walked the primary
@@ -372,8 +379,9 @@ def serving_partial(status: ColumnType | None, value: int | str, prefer: str = "
 
 
 def _key_columns(order: str) -> list[str]:
-    """The quoted column names of an ORDER BY text as catalog_types renders it."""
-    return [part.split(" ")[0] for part in order.split(", ")]
+    """The column names of an ORDER BY text as catalog_types renders it (quote_ident's quotes off)."""
+    names = re.findall(r'("(?:[^"]|"")*"|[^\s,]+)[^,]*(?:, |$)', order)
+    return [n[1:-1].replace('""', '"') if n.startswith('"') else n for n in names]
 
 
 def follow_runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int,
@@ -408,16 +416,16 @@ def follow_runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, 
             # column (pgqueuer's (entrypoint, execute_after), pg-boss's (name, start_after): a seek
             # of the range); else the planner's own way (procrastinate: a bitmap of the value's
             # partial index, which holds only that value's rows).
-            return f" ORDER BY {o}" if not where or runnable in _key_columns(o) else ""
+            return f" ORDER BY {o}" if not where or q.runnable_at in _key_columns(o) else ""
 
-        lits = [_typed_literal(v, cast) for v in coerce_values(values, status)]
+        lits = [_constant(v, cast, status) for v in coerce_values(values, status)]
         if seek:
             # Quoted names, typed constants, catalog-quoted ORDER BY: nothing from outside.
             return [(f"(SELECT {select} FROM {table} WHERE {col} = ANY (ARRAY[{', '.join(lits)}]){where}"  # noqa: S608
                      f"{open_and}{order(col)} LIMIT {cap}) AS l", "true")]
         out = []
         for v, lit in zip(coerce_values(values, status), lits, strict=True):
-            served = serving_partial(status, v, runnable)
+            served = serving_partial(status, v, q.runnable_at or "")
             if served:
                 out.append((f"(SELECT {select} FROM {table} WHERE {col} = {lit}{where}{open_and}"  # noqa: S608
                             f"{order(served[1])} LIMIT {cap}) AS l", "true"))
@@ -434,7 +442,7 @@ def follow_runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, 
         # ranges of runnable_at apart, in (status, runnable_at) order, as before: the runnable
         # ones are read exactly even behind 30,000 scheduled.
         rows = []
-        for lit in (_typed_literal(v, cast) for v in coerce_values(ready, status)):
+        for lit in (_constant(v, cast, status) for v in coerce_values(ready, status)):
             def read(cond: str, select: str, lit: str = lit) -> str:
                 return (f"(SELECT {select} FROM {table} WHERE {col} = {lit} AND {cond}{open_and} "  # noqa: S608
                         f"ORDER BY {col}, {runnable} LIMIT {cap}) AS l")
@@ -456,3 +464,47 @@ def follow_runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, 
                  for src, counted in source(list(getattr(q, f"{name}_values")), "1")]
         out[f"{name}_count"] = "(" + " + ".join(parts) + ")" if parts else "0"
     return out
+
+
+def oldest_reads_partial(q: Queue, status: ColumnType | None) -> list[str]:
+    """The partial indexes oldest_age_s reads the ready values through (none: it reads in
+    (status, runnable_at) order, see :func:`oldest_runnable_reads`)."""
+    if not q.runnable_at or status is None or status.leads_index or not q.ready_values:
+        return []
+    served = [serving_partial(status, v, q.runnable_at) for v in coerce_values(list(q.ready_values), status)]
+    if not all(s and q.runnable_at in _key_columns(s[1]) for s in served):
+        return []
+    return sorted({s[0] for s in served if s})
+
+
+def oldest_runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int) -> dict[str, str]:
+    """oldest_age_s's ``status_follow_runnable`` reads (issue 29): ``{oldest_reads}``, rows of
+    ``(oldest runnable time read, whether a read stopped at the cap in an order that is not the
+    runnable time's)``.
+
+    Where an index leads with the status column, or a ready value has no partial index whose key
+    holds the runnable column: the ready items in (status, runnable_at) order, at most the cap for
+    each range (as before; without such an index the planner reads the table: the live check says
+    so, with the index). Where each ready value has one (pgqueuer's ``pgqueuer_ep_ea_idx`` on
+    (entrypoint, execute_after) WHERE status = 'queued'): at most the cap of its runnable items in
+    that index's order, the runnable range sought; when the read stops at the cap the oldest is
+    of the items read (ordered by the runnable time within each leading key only): 'at least'.
+    """
+    table, col, open_and = frags["table"], frags["status"], frags.get("open_and", "")
+    runnable, clock, exhausted, enq = frags["runnable"], frags["clock"], frags["exhausted"], frags["enqueued_at"]
+    seek = status is not None and status.leads_index
+    values = coerce_values(list(q.ready_values), status)
+    served = [serving_partial(status, v, q.runnable_at or "") for v in values]
+    select = f"{enq} AS enq, {runnable} AS run, {exhausted} AS exhausted"
+    ranges = ((f"{runnable} <= {clock}", "greatest(l.enq, l.run)"), (f"{runnable} IS NULL", "l.enq"))
+    if seek or not oldest_reads_partial(q, status):
+        within = f"IN ({', '.join(_constant(v, frags['status_type'], status) for v in values) or 'NULL'})"
+        rows = [f"SELECT min({age}) FILTER (WHERE NOT l.exhausted), false FROM (SELECT {select} FROM {table} "  # noqa: S608
+                f"WHERE {col} {within} AND {cond}{open_and} ORDER BY {col}, {runnable} LIMIT {cap}) AS l"
+                for cond, age in ranges]
+    else:
+        rows = [f"SELECT min({age}) FILTER (WHERE NOT l.exhausted), count(*) >= {cap} FROM (SELECT {select} "  # noqa: S608
+                f"FROM {table} WHERE {col} = {_constant(v, frags['status_type'], status)} AND {cond}{open_and} "
+                f"ORDER BY {order} LIMIT {cap}) AS l"
+                for v, (_, order) in zip(values, [s for s in served if s], strict=True) for cond, age in ranges]
+    return {"oldest_reads": " UNION ALL ".join(rows)}

@@ -332,6 +332,21 @@ def _pg_stuck_served(conn: engine.Connection, q: Queue) -> list[Finding]:
                     "oldest_lease_age_s have no value", fix)]
 
 
+def _pg_age_lower_bound(q: Queue, types: dict[tuple[str, str], coltypes.ColumnType]) -> list[Finding]:
+    """oldest_age_s read through the library's partial index on the ready values (issue 29): bounded,
+    but a lower bound ('at least') once more than the cap are ready; say so, with the index that
+    makes it exact and as cheap."""
+    status = coltypes.type_of(q, "status_column", types, "postgresql") if q.status_column else None
+    via = coltypes.oldest_reads_partial(q, status)
+    if not via:
+        return []
+    need = indexadvice.needed("oldest_age_s", q)
+    return [Finding("warning", q.name, "oldest_age_s", q.table,
+                    f"no index orders the ready items by {q.runnable_at} after the status: the age is read "
+                    f"through the library's partial index {', '.join(via)}, at most the cap of items, "
+                    "'at least' when more are ready", indexadvice.create_index(q, need, "postgresql") if need else "")]
+
+
 def _nodes(plan: dict[str, Any], skip: Callable[[dict[str, Any]], bool] | None = None) -> Iterator[dict[str, Any]]:
     """Every node of ``plan``; the subtree of a node for which ``skip`` is true is left out."""
     if skip is not None and skip(plan):
@@ -487,6 +502,8 @@ def report_live(cfg: Config) -> LiveReport:
                     report.findings += seeks
                     if target.dialect == "postgresql":
                         report.findings += _pg_stuck_served(conn, q)
+                        if not any(f.field == "oldest_age_s" for f in seeks):
+                            report.findings += _pg_age_lower_bound(q, types)
         except engine.TargetError as exc:
             report.findings.append(Finding("error", None, "target", target.name, f"check failed: {exc}"))
         finally:
