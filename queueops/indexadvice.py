@@ -197,8 +197,12 @@ def indexes_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Index]:
             for g in grouped.values()]
 
 
-def create_index(q: Queue, need: Need, dialect: str, online: bool | None = None) -> str:
+def create_index(q: Queue, need: Need, dialect: str, online: bool | None = None, partitioned: bool = False) -> str:
     """The exact statement that gives ``q``'s table the needed index (PostgreSQL: CONCURRENTLY).
+
+    ``partitioned`` (PostgreSQL, a partitioned table: pg-boss's job): CONCURRENTLY cannot build an
+    index on a partitioned parent (issue 29); the statement is a plain CREATE INDEX on the parent,
+    which builds it on every partition, and says what it locks and the per-partition alternative.
 
     On SQL Server ``online``: True (the edition builds indexes online: Enterprise, Developer, Azure
     SQL) adds ``WITH (ONLINE = ON)``; False says that this edition builds it offline, holding a
@@ -209,6 +213,11 @@ def create_index(q: Queue, need: Need, dialect: str, online: bool | None = None)
     where = " AND ".join(f"{quote_ident(c, dialect)} IS {'NULL' if null else 'NOT NULL'}"
                          for c, null in need.conditions())
     where = f" WHERE {where}" if where else ""
+    if dialect == "postgresql" and partitioned:
+        return (f"CREATE INDEX ON {table} ({cols}){where}  -- a partitioned table: CONCURRENTLY cannot run on "
+                "its parent; this builds the index on every partition, blocking writes to each while it "
+                "builds. Without that lock: CREATE INDEX CONCURRENTLY on each partition, then CREATE INDEX "
+                "ON ONLY the parent and ALTER INDEX ... ATTACH PARTITION each")
     if dialect == "postgresql":
         return f"CREATE INDEX CONCURRENTLY ON {table} ({cols}){where}"
     name = quote_ident(f"IX_queueops_{q.table}_{'_'.join((*need.eq_columns, *need.columns))}"[:128], dialect)

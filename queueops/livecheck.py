@@ -259,7 +259,7 @@ def _pg_seeks(conn: engine.Connection, target: Target, q: Queue,
         if why:
             need = indexadvice.needed(name, q)
             fix = ("it is a view: create the index on its base table" if relkind == "v"
-                   else indexadvice.create_index(q, need, "postgresql") if need else "")
+                   else indexadvice.create_index(q, need, "postgresql", partitioned=relkind == "p") if need else "")
             out.append(Finding("warning", q.name, name, q.table, f"scans instead of seeking ({why})", fix))
     return out
 
@@ -341,10 +341,12 @@ def _pg_age_lower_bound(q: Queue, types: dict[tuple[str, str], coltypes.ColumnTy
     if not via:
         return []
     need = indexadvice.needed("oldest_age_s", q)
+    partitioned = status is not None and status.relkind == "p"
     return [Finding("warning", q.name, "oldest_age_s", q.table,
                     f"no index orders the ready items by {q.runnable_at} after the status: the age is read "
                     f"through the library's partial index {', '.join(via)}, at most the cap of items, "
-                    "'at least' when more are ready", indexadvice.create_index(q, need, "postgresql") if need else "")]
+                    "'at least' when more are ready",
+                    indexadvice.create_index(q, need, "postgresql", partitioned=partitioned) if need else "")]
 
 
 def _nodes(plan: dict[str, Any], skip: Callable[[dict[str, Any]], bool] | None = None) -> Iterator[dict[str, Any]]:

@@ -167,6 +167,10 @@ def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibS
         assert (r.buffers <= common.BUFFER_BOUND) == (r.collector not in scans), (r, scans)
     assert reads["depth"].buffers <= common.BUFFER_BOUND and reads["oldest_age_s"].buffers <= common.BUFFER_BOUND
     assert "stuck_leases" in scans
+    # The index it proposes can run on a partitioned table (CONCURRENTLY cannot, on the parent).
+    fix = next(f.fix for f in report.findings if f.field == "stuck_leases" and "scans instead" in f.reason)
+    assert fix.startswith('CREATE INDEX ON "pgboss"."job" ("state", "id")  -- a partitioned table'), fix
+    assert "CONCURRENTLY on each partition" in fix, fix
     assert not [f for f in report.findings if f.severity == "error"], report.findings
 
 
