@@ -12,6 +12,7 @@
 --   leads_index             a valid btree index, not partial, leads with the column (issue 29: a
 --                           status count reads such an index in status order, one read for all its
 --                           values; without one, each value alone along the key)
+--   then_columns            the second key column of each index that leads_index counts
 --   partials                the partial btree indexes on status values: [{name, values, order}]
 SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_schema, ty.typname AS type_name,
        format_type(a.atttypid, a.atttypmod) AS type_text,
@@ -30,6 +31,14 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
                JOIN pg_class AS ic ON ic.oid = i.indexrelid
                JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'
                WHERE i.indrelid = c.oid AND i.indkey[0] = a.attnum AND i.indisvalid AND i.indpred IS NULL) AS leads_index,
+       -- The second key column of each such index: a (status, key) index reads each status value's
+       -- first item in key order, one row (oldest_age_s: the lowest key is the oldest item).
+       ARRAY(SELECT a2.attname::text FROM pg_index AS i
+             JOIN pg_class AS ic ON ic.oid = i.indexrelid
+             JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'
+             JOIN pg_attribute AS a2 ON a2.attrelid = i.indrelid AND a2.attnum = i.indkey[1]
+             WHERE i.indrelid = c.oid AND i.indkey[0] = a.attnum AND i.indisvalid AND i.indpred IS NULL
+             ORDER BY 1) AS then_columns,
        -- The library's partial indexes on status values (issue 29: procrastinate's WHERE status = 'todo',
        -- pgqueuer's WHERE status = 'queued'): a valid btree index whose predicate is the column alone,
        -- col = ? or col = ANY (ARRAY[?, ...]) (read from pg_get_expr's text as stuck_leases' prelude

@@ -6,15 +6,18 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
        coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table}{open_where} ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
        '' AS note
 -- @block status
--- The oldest of at most :cap ready items, read as depth reads them ({ready_rows}, {ready_match},
--- {status_order}: through an index leading with the status column, else per value along the key;
--- issue 29: the (status, key) read walked Oban's and River's primary key past every finished row).
+-- The oldest ready item, read as the table's indexes allow (coltypes.status_read_fragments): the
+-- first item of each ready value in (status, key) order, one row each, through a (status, key)
+-- index or along the key (the lowest key is the oldest item, fifo and lifo alike); where the index
+-- that leads with the status column puts other columns before the key (River's fetch index), the
+-- oldest of at most :cap items read in that index's order, as depth reads them.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        coalesce(extract(epoch FROM {clock} - (
-           SELECT min(x.enq) FROM {ready_rows}
+           SELECT min(x.enq) FROM {age_rows}
            CROSS JOIN LATERAL (SELECT min(l.enq) AS enq
-                               FROM (SELECT {enqueued_at} AS enq FROM {table} WHERE {status} {ready_match}{open_and}
-                                     ORDER BY {status_order} LIMIT :cap) AS l) AS x)), 0)::float8 AS value,
+                               FROM (SELECT {enqueued_at} AS enq FROM {table} WHERE {status} {age_match}{open_and}
+                                     ORDER BY {age_order} LIMIT CASE WHEN {age_first} THEN 1 ELSE :cap END) AS l) AS x)),
+                0)::float8 AS value,
        '' AS note
 -- @block delete_heap
 -- order = "heap": the key says nothing about age (a GUID, a priority first), so the oldest item is

@@ -76,7 +76,11 @@ def test_a_total_far_above_the_cap_is_not_counted_and_the_ready_counts_still_are
     # status queue's ready, processing and done counts (a condition on status) do run.
     plan = explain(cfg, "depth")
     reads = [x for x in nodes(plan) if x.get("Relation Name") in ("q_delete", "q_status_meta")]
-    totals = [x for x in reads if "Filter" not in x and "Index Cond" not in x]
+    # A total is a read of the key with no condition; the ready count read through the lab's partial
+    # index on the ready value (q_status_meta_ready, WHERE status = 0) has no condition either, its
+    # predicate is the index's own (issue 29: a value is read through the index that serves it).
+    totals = [x for x in reads if "Filter" not in x and "Index Cond" not in x
+              and str(x.get("Index Name", "")).endswith("_pkey")]
     assert len(totals) == 2 and all(x["Actual Loops"] == 0 for x in totals), totals
     assert all(x["Actual Loops"] == 1 for x in reads if x not in totals) and len(reads) == 5, reads
     # A drained backlog reads 0 at once, whatever the counter and the last ANALYZE say.

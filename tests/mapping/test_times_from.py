@@ -33,7 +33,13 @@ CREATE INDEX procrastinate_events_job_id_fkey ON {s}.procrastinate_events (job_i
 
 
 def _queue(schema: str, timeout_s: int = 60) -> str:
-    return (f'[[queues]]\nname = "jobs"\ntarget = "lab"\npreset = "procrastinate"\nschema = "{schema}"\n'
+    """procrastinate's table mapped by hand with its times from its events: the preset itself now
+    judges a running job by its worker's heartbeat (heartbeat_from, procrastinate 3), which this
+    older shape has no table for; times_from is what is tested here."""
+    return (f'[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "status"\nschema = "{schema}"\n'
+            'table = "procrastinate_jobs"\nkey = "id"\nstatus_column = "status"\nready_values = ["todo"]\n'
+            'processing_values = ["doing"]\ndone_values = ["succeeded", "failed"]\n'
+            'times_from = { table = "procrastinate_events", key = "job_id", column = "at" }\n'
             f"lease_timeout_s = {timeout_s}\n")
 
 
