@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,6 +144,53 @@ def check(record: Record, zone: str, want: Mapping[str, float | None], got: Mapp
             bad.append(f"{zone} {metric}: truth {w}, queueops {None if g is None else g.value} "
                        f"({'' if g is None else g.note}) -> {verdict}")
     return bad
+
+
+def utc_truth(connect: Callable[[], psycopg.Connection], query: str) -> dict[str, float | None]:
+    """:func:`truth` in a session of its own whose TimeZone is UTC."""
+    with connect() as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        return truth(conn, query)
+
+
+def in_every_zone(preset: str, upstream: str, url: str, password: str, queue: str,
+                  config_for: Callable[[str], config.Config], truth_of: Callable[[], dict[str, float | None]],
+                  left_out: Mapping[str, str] | None = None) -> tuple[Record, dict[str, float | None]]:
+    """Issue 29's central comparison, the same in every module: in each server time zone, one
+    collection cycle (``config_for(zone)``) against the library's own figures (``truth_of()``, read
+    in a UTC session), recorded and printed; fails with every mismatch. ``left_out``: metrics kept
+    out of the comparison, each with why (recorded as such). Returns the record and the last truth
+    (for a module's assertions on its shape)."""
+    record = Record(preset, upstream)
+    bad: list[str] = []
+    want: dict[str, float | None] = {}
+    for zone in ZONES:
+        assert session_zone(url, password, zone) == zone
+        want = truth_of()
+        got = collect(config_for(zone), queue)
+        for metric, why in (left_out or {}).items():
+            record.add(zone, metric, want.pop(metric), got.get(metric), f"left out: {why}")
+        bad += check(record, zone, want, got)
+    record.write()
+    print(f"\n{preset.upper()} ({upstream})")
+    for r in record.rows:
+        print(f"  {r['zone']:17} {r['metric']:20} truth {r['truth']!s:>12} queueops {r['queueops']!s:>12} "
+              f"{r['verdict']:14} {r['note']}")
+    assert not bad, "\n".join(bad)
+    return record, want
+
+
+def proposed(cfg: config.Config, schema: str) -> list[tuple[str, str | None]]:
+    """Issue 29 item 6: what ``discover`` proposes in ``schema`` (table, preset), read from the
+    catalog as the command reads it."""
+    from queueops import discovery, engine
+
+    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
+    try:
+        tables = discovery.read_catalog(conn)
+    finally:
+        conn.close()
+    return [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == schema]
 
 
 def requeue_preview_keys(cfg: config.Config, queue: str) -> set[Any]:

@@ -231,16 +231,9 @@ def test_figures_equal_good_jobs_own_in_every_zone(lab: Lab, good_job: dict[str,
     assert abs(got["oldest_age_s"].value - unlocked["oldest_age_s"]) <= common.AGE_SLACK_S, got  # type: ignore[operator]
     assert before["oldest_age_s"] > unlocked["oldest_age_s"] + common.AGE_SLACK_S  # type: ignore[operator]
     assert live.cleanup() == 1
-    record = common.Record("good_job", UPSTREAM)
-    bad: list[str] = []
-    for zone in common.ZONES:
-        assert common.session_zone(lab.url, lab.password, zone) == zone
-        want = _truth(lab, schema)
-        assert want["depth"] > common.CAP  # type: ignore[operator]
-        got = common.collect(_cfg(lab, schema, zone), "good_job")
-        bad += common.check(record, zone, want, got)
-    record.write()
-    assert not bad, bad
+    _, want = common.in_every_zone("good_job", UPSTREAM, lab.url, lab.password, "good_job",
+                                   lambda zone: _cfg(lab, schema, zone), lambda: _truth(lab, schema))
+    assert want["depth"] > common.CAP  # type: ignore[operator]
 
 
 def test_released_jobs_are_taken_once_by_good_jobs_dequeue_and_requeue_is_refused(
@@ -284,14 +277,6 @@ def test_reads_are_bounded_and_the_live_check_agrees(lab: Lab, good_job: dict[st
 def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, good_job: dict[str, Any]) -> None:
     """Item 6: ``discover`` proposes the good_job preset for good_jobs as the library's install migration on Rails 7.1+ creates it
     (timestamp(6) without time zone, uuid), and proposes none of its side tables as a queue of its own."""
-    from queueops import discovery, engine
-
     schema = good_job["schema"]
-    cfg = _cfg(lab, schema, "UTC")
-    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
-    try:
-        tables = discovery.read_catalog(conn)
-    finally:
-        conn.close()
-    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == schema]
+    found = common.proposed(_cfg(lab, schema, "UTC"), schema)
     assert found == [("good_jobs", "good_job")], found

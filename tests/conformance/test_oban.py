@@ -200,22 +200,10 @@ def _truth(lab: Lab, schema: str) -> dict[str, float | None]:
 
 
 def test_figures_are_obans_own_in_every_zone(lab: Lab, oban: str) -> None:
-    record = common.Record("oban", UPSTREAM)
-    bad: list[str] = []
-    for zone in common.ZONES:
-        assert common.session_zone(lab.url, lab.password, zone) == zone
-        want = _truth(lab, oban)
-        got = common.collect(_cfg(lab, oban, zone), "oban")
-        bad += common.check(record, zone, want, got)
-    record.write()
-    truth = _truth(lab, oban)
-    print("\nOBAN", {k: round(v, 1) if v is not None else None for k, v in truth.items()})
-    for r in record.rows:
-        print(f"  {r['zone']:17} {r['metric']:20} truth {r['truth']!s:>12} queueops {r['queueops']!s:>12} "
-              f"{r['verdict']:14} {r['note']}")
+    _, truth = common.in_every_zone("oban", UPSTREAM, lab.url, lab.password, "oban",
+                                    lambda zone: _cfg(lab, oban, zone), lambda: _truth(lab, oban))
     # the shape is what the issue asks for
-    assert truth["depth"] > common.CAP and truth["stuck_leases"] == 15 and truth["rows_total"] == N
-    assert not bad, bad
+    assert truth["depth"] > common.CAP and truth["stuck_leases"] == 15 and truth["rows_total"] == N  # type: ignore[operator]
 
 
 def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, oban: str) -> None:
@@ -237,15 +225,7 @@ def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, oba
 def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, oban: str) -> None:
     """Item 6: ``discover`` proposes the oban preset for oban_jobs as Oban's migrations v01-v14 leave it (the state enum with 'suspended', naive timestamps), and none of the
     library's other tables as a queue of its own."""
-    from queueops import discovery, engine
-
-    cfg = _cfg(lab, oban, "UTC")
-    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
-    try:
-        tables = discovery.read_catalog(conn)
-    finally:
-        conn.close()
-    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == oban]
+    found = common.proposed(_cfg(lab, oban, "UTC"), oban)
     assert found == [("oban_jobs", "oban")], found
 
 

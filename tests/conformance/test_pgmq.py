@@ -188,24 +188,12 @@ def _truth(lab: Lab, schema: str) -> dict[str, float | None]:
 
 
 def test_figures_are_pgmqs_own_metrics_in_every_zone(lab: Lab, pgmq: str) -> None:
-    record = common.Record("pgmq", UPSTREAM)
-    bad: list[str] = []
-    for zone in common.ZONES:
-        assert common.session_zone(lab.url, lab.password, zone) == zone
-        want = _truth(lab, pgmq)
-        got = common.collect(_cfg(lab, pgmq, zone), QUEUE)
-        bad += common.check(record, zone, want, got)
-    record.write()
-    truth = _truth(lab, pgmq)
-    print("\nPGMQ", {k: round(v, 1) if v is not None else None for k, v in truth.items()})
-    for r in record.rows:
-        print(f"  {r['zone']:17} {r['metric']:20} truth {r['truth']!s:>12} queueops {r['queueops']!s:>12} "
-              f"{r['verdict']:14} {r['note']}")
+    _, truth = common.in_every_zone("pgmq", UPSTREAM, lab.url, lab.password, QUEUE,
+                                    lambda zone: _cfg(lab, pgmq, zone), lambda: _truth(lab, pgmq))
     # the shape: more visible than the cap, PGMQ's oldest message (a poison one, 5 h) far older than
     # the lateness of any visible one (at most 2 h, and 20 s for the poison batch itself)
-    assert truth["depth"] > common.CAP and truth["rows_total"] == common.ROWS - 600 + 1000
+    assert truth["depth"] > common.CAP and truth["rows_total"] == common.ROWS - 600 + 1000  # type: ignore[operator]
     assert truth["oldest_age_s"] is not None and truth["oldest_age_s"] > 5 * 3600 - 60
-    assert not bad, bad
 
 
 def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, pgmq: str) -> None:
@@ -226,15 +214,7 @@ def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, pgm
 def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, pgmq: str) -> None:
     """Item 6: ``discover`` proposes the pgmq preset for q_orders as pgmq.create() makes it in the schema pgmq (its archive a_orders is a side table), and none of the
     library's other tables as a queue of its own."""
-    from queueops import discovery, engine
-
-    cfg = _cfg(lab, pgmq, "UTC")
-    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
-    try:
-        tables = discovery.read_catalog(conn)
-    finally:
-        conn.close()
-    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == pgmq]
+    found = common.proposed(_cfg(lab, pgmq, "UTC"), pgmq)
     assert found == [("q_orders", "pgmq")], found
 
 

@@ -293,20 +293,13 @@ def test_figures_equal_ques_own_in_every_zone(lab: Lab, que: tuple[str, Worker])
     equal Que's own definitions in UTC, Asia/Tokyo and America/New_York; the 200 jobs the live
     worker holds are in none of them (they were depth below the cap, and the oldest_age_s, before)."""
     schema, live = que
-    record = common.Record("que", UPSTREAM)
-    bad: list[str] = []
     with lab.connect() as conn:
         working = int(conn.execute(WORKING.format(s=f'"{schema}"', locked=LOCKED)).fetchone()[0])
         oldest_locked = conn.execute(sql.SQL("SELECT min(run_at) FROM {}.que_jobs WHERE id = ANY(%s)")
                                      .format(sql.Identifier(schema)), (live.locked,)).fetchone()[0]
     assert working == 200 == len(live.locked)
-    for zone in common.ZONES:
-        assert common.session_zone(lab.url, lab.password, zone) == zone
-        want = _truth(lab, schema)
-        got = common.collect(_cfg(lab, schema, zone), "que")
-        bad += common.check(record, zone, want, got)
-    record.write()
-    assert not bad, bad
+    _, want = common.in_every_zone("que", UPSTREAM, lab.url, lab.password, "que",
+                                   lambda zone: _cfg(lab, schema, zone), lambda: _truth(lab, schema))
     # The fix's witness: the oldest due job is one the live worker holds (Que takes the oldest
     # first), so an age that read it would be older than the truth by far more than the slack.
     with lab.connect() as conn:
@@ -410,14 +403,6 @@ def test_reads_are_bounded_and_the_live_check_agrees(lab: Lab, que: tuple[str, W
 def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, que: tuple[str, Worker]) -> None:
     """Item 6: ``discover`` proposes the que preset for que_jobs as the library's migrations 1..7 creates it
     (timestamptz, smallint priority, jsonb), and proposes none of its side tables as a queue of its own."""
-    from queueops import discovery, engine
-
     schema = que[0]
-    cfg = _cfg(lab, schema, "UTC")
-    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
-    try:
-        tables = discovery.read_catalog(conn)
-    finally:
-        conn.close()
-    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == schema]
+    found = common.proposed(_cfg(lab, schema, "UTC"), schema)
     assert found == [("que_jobs", "que")], found

@@ -205,21 +205,9 @@ def _truth(lab: Lab, schema: str) -> dict[str, float | None]:
 
 
 def test_figures_are_rivers_own_in_every_zone(lab: Lab, river: str) -> None:
-    record = common.Record("river", UPSTREAM)
-    bad: list[str] = []
-    for zone in common.ZONES:
-        assert common.session_zone(lab.url, lab.password, zone) == zone
-        want = _truth(lab, river)
-        got = common.collect(_cfg(lab, river, zone), "river")
-        bad += common.check(record, zone, want, got)
-    record.write()
-    truth = _truth(lab, river)
-    print("\nRIVER", {k: round(v, 1) if v is not None else None for k, v in truth.items()})
-    for r in record.rows:
-        print(f"  {r['zone']:17} {r['metric']:20} truth {r['truth']!s:>12} queueops {r['queueops']!s:>12} "
-              f"{r['verdict']:14} {r['note']}")
-    assert truth["depth"] > common.CAP and truth["stuck_leases"] == 20 and truth["rows_total"] == N
-    assert not bad, bad
+    _, truth = common.in_every_zone("river", UPSTREAM, lab.url, lab.password, "river",
+                                    lambda zone: _cfg(lab, river, zone), lambda: _truth(lab, river))
+    assert truth["depth"] > common.CAP and truth["stuck_leases"] == 20 and truth["rows_total"] == N  # type: ignore[operator]
 
 
 def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, river: str) -> None:
@@ -240,15 +228,7 @@ def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, riv
 def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, river: str) -> None:
     """Item 6: ``discover`` proposes the river preset for river_job as River's migrations 002-007 leave it (the state enum with 'pending', bit(8) unique_states), and none of the
     library's other tables as a queue of its own."""
-    from queueops import discovery, engine
-
-    cfg = _cfg(lab, river, "UTC")
-    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
-    try:
-        tables = discovery.read_catalog(conn)
-    finally:
-        conn.close()
-    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == river]
+    found = common.proposed(_cfg(lab, river, "UTC"), river)
     assert found == [("river_job", "river")], found
 
 

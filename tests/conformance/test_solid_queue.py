@@ -223,16 +223,9 @@ def test_figures_equal_solid_queues_own_in_every_zone(lab: Lab, solid_queue: dic
     process are never among the stuck."""
     schema, live = solid_queue["schema"], solid_queue["live"]
     live.heartbeat()
-    record = common.Record("solid_queue", UPSTREAM)
-    bad: list[str] = []
-    for zone in common.ZONES:
-        assert common.session_zone(lab.url, lab.password, zone) == zone
-        want = _truth(lab, schema)
-        assert want["stuck_leases"] == 25 and want["depth"] > common.CAP  # type: ignore[operator]
-        got = common.collect(_cfg(lab, schema, zone), "solid_queue")
-        bad += common.check(record, zone, want, got)
-    record.write()
-    assert not bad, bad
+    _, want = common.in_every_zone("solid_queue", UPSTREAM, lab.url, lab.password, "solid_queue",
+                                   lambda zone: _cfg(lab, schema, zone), lambda: _truth(lab, schema))
+    assert want["stuck_leases"] == 25 and want["depth"] > common.CAP  # type: ignore[operator]
 
 
 def test_reads_are_bounded_and_the_live_check_agrees(lab: Lab, solid_queue: dict[str, Any]) -> None:
@@ -287,16 +280,8 @@ def test_solid_queue_fails_abandoned_claims_itself_and_requeue_is_refused(
 def test_discover_recognises_the_preset_on_the_librarys_ddl(lab: Lab, solid_queue: dict[str, Any]) -> None:
     """Item 6: ``discover`` proposes the solid_queue preset for solid_queue_ready_executions as the library's queue_schema.rb creates it
     (timestamp(6) without time zone, character varying), and proposes none of its side tables as a queue of its own."""
-    from queueops import discovery, engine
-
     schema = solid_queue["schema"]
-    cfg = _cfg(lab, schema, "UTC")
-    conn = engine.connect(cfg.targets[0], "check", cfg.base_dir)
-    try:
-        tables = discovery.read_catalog(conn)
-    finally:
-        conn.close()
-    found = [(p.table.name, p.preset) for p in discovery.discover(tables, "postgresql") if p.table.schema == schema]
+    found = common.proposed(_cfg(lab, schema, "UTC"), schema)
     assert found == [("solid_queue_ready_executions", "solid_queue")], found
 
 

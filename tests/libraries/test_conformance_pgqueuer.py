@@ -161,20 +161,8 @@ def _cfg(db: LibServer, zone: str, tmp: Path | None = None) -> common.config.Con
 
 
 def test_figures_are_pgqueuers_own_in_every_zone(shaped: LibServer) -> None:
-    record = common.Record("pgqueuer", VERSION)
-    bad: list[str] = []
-    for zone in common.ZONES:
-        assert common.session_zone(shaped.url, shaped.password, zone) == zone
-        got = common.collect(_cfg(shaped, zone), QUEUE)
-        with shaped.connect() as conn:
-            conn.execute("SET TimeZone = 'UTC'")
-            want = common.truth(conn, TRUTH)
-        print(f"\n{zone}: truth {want}\n  queueops {({k: (v.value, v.note) for k, v in got.items()})}")
-        for metric, why in LEFT_OUT.items():
-            record.add(zone, metric, want.pop(metric), got.get(metric), f"left out: {why}")
-        bad += common.check(record, zone, want, got)
-    record.write()
-    assert not bad, "\n".join(bad)
+    common.in_every_zone("pgqueuer", VERSION, shaped.url, shaped.password, QUEUE, lambda zone: _cfg(shaped, zone),
+                         lambda: common.utc_truth(shaped.connect, TRUTH), LEFT_OUT)
 
 
 def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibServer) -> None:
