@@ -208,8 +208,8 @@ def action_statements(cfg: Config, target: Target, queue: Queue, action: str) ->
               "terminate": terminate}[action]
     try:
         if action == "archive":
-            module.check(queue, OPTIONS[action](mode="move", archive_table="<--archive-table>",
-                                                archive_data_table="<--archive-data-table>"))
+            module.check(queue, OPTIONS[action](mode="move", archive_table="<archive-table>",
+                                                archive_data_table="<archive-data-table>"))
         else:
             module.check(queue, opts)
     except ActionError as exc:
@@ -270,9 +270,9 @@ def action_statements(cfg: Config, target: Target, queue: Queue, action: str) ->
     elif action == "archive":
         yield clock(opts.older_than_s)
         schema = queue.schema_ or ("dbo" if dialect == "mssql" else "public")
-        extra = {"archive_table": quote_table(schema, "<--archive-table>", dialect)}
+        extra = {"archive_table": quote_table(schema, "<archive-table>", dialect)}
         if queue.data_table:
-            extra["archive_data_table"] = quote_table(schema, "<--archive-data-table>", dialect)
+            extra["archive_data_table"] = quote_table(schema, "<archive-data-table>", dialect)
         f = archive._frags(queue, dialect, extra)  # noqa: SLF001
         values = {"done_values": coltypes.bind_compared_values(queue.done_values, dialect), "batch_n": opts.batch_size,
                   "sample_n": archive.KEYS_MAX + 1}
