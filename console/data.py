@@ -349,7 +349,9 @@ class Store:
             return df
         except SQLAlchemyError as exc:
             msg = str(getattr(exc, "orig", exc))
-            if "no such table" in msg or "does not exist" in msg:
+            # A table not created yet is no data; a missing column (an older store: PostgreSQL says
+            # 'column ... does not exist') is an error the readers fall back from.
+            if "no such table" in msg or ("does not exist" in msg and not msg.startswith("column ")):
                 return pd.DataFrame()
             self.error = secrets.mask(f"{type(exc).__name__}: {msg}")
             return pd.DataFrame()
@@ -483,6 +485,11 @@ class Store:
         from queueops.store.schema import alert_events as e
 
         df = self._read(select(e).where(e.c.at >= since).order_by(e.c.at.desc(), e.c.id.desc()).limit(limit))
+        if df.empty and self.error and "queue_state" in self.error:
+            # A store no newer service has opened yet: its transitions have no queue state.
+            cols = [c for c in e.columns if c.name != "queue_state"]
+            df = self._read(select(*cols).where(e.c.at >= since).order_by(e.c.at.desc(), e.c.id.desc()).limit(limit))
+            df["queue_state"] = None
         return _normalize(df, [c.name for c in e.columns], ts_cols=("at", "active_since"))
 
 

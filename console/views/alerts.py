@@ -17,6 +17,7 @@ from console import chrome, context, urlstate
 from console.health import WORD
 from queueops import judge
 from queueops.alerts.rules import Rule, RuleError, effective_rules
+from queueops.alerts.rules import queue_states as alert_queue_states
 from queueops.config import Config
 
 WINDOWS: dict[str, timedelta] = {"1 h": timedelta(hours=1), "24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
@@ -51,19 +52,12 @@ def alert_advice(rule: Rule | None, queue: str, dialect: str = "") -> str:
 
 
 def queue_states(states: pd.DataFrame, rules: dict[str, Rule]) -> dict[tuple[str, str], str]:
-    """Each queue's one state as its alerts see it, the ``queue_state`` every transition carries
-    (:meth:`queueops.alerts.manager.AlertManager.queue_state`): :func:`queueops.judge.queue_state`
-    of its firing alerts' severities, metrics' and root causes' alike."""
-    metric: dict[tuple[str, str], list[str]] = {}
-    found: dict[tuple[str, str], list[str]] = {}
+    """Each queue's one state as its alerts see it, the ``queue_state`` every transition carries:
+    :func:`queueops.alerts.rules.queue_states` (the service's own computation) of ``alert_state``."""
     if states.empty:
         return {}
-    for name, target, queue, state in zip(states["rule"], states["target"], states["queue"], states["state"],
-                                          strict=True):
-        rule = rules.get(name)
-        if state == "firing" and rule is not None:
-            (found if rule.finding else metric).setdefault((target, queue), []).append(rule.severity)
-    return {k: judge.queue_state(metric.get(k, []), found.get(k, [])) for k in {*metric, *found}}
+    return alert_queue_states(zip(states["rule"], states["target"], states["queue"], states["state"], strict=True),
+                              rules)
 
 
 def firing_table(states: pd.DataFrame, rules: dict[str, Rule], queue: str | None = None,
@@ -106,14 +100,20 @@ def firings_per_rule(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def history_table(events: pd.DataFrame) -> pd.DataFrame:
+    """Each transition: when, fired or resolved, the rule and the cause it pages for, where, the
+    queue's state after its cycle as its notification said it ('not recorded' for a transition
+    stored before ``alert_events`` kept it), the value and, for a resolution, how long it lasted."""
     if events.empty:
-        return pd.DataFrame(columns=["at", "state", "severity", "rule", "cause", "queue", "target", "value",
-                                     "lasted"])
+        return pd.DataFrame(columns=["at", "state", "severity", "rule", "cause", "queue", "queue state", "target",
+                                     "value", "lasted", "condition"])
     lasted = [(_duration((at - since).total_seconds()) if st_ == "resolved" else "")
               for at, since, st_ in zip(events["at"], events["active_since"], events["state"], strict=True)]
     return pd.DataFrame({"at": events["at"], "state": events["state"], "severity": events["severity"],
                          "rule": events["rule"], "cause": [cause_words(r) for r in events["rule"]],
-                         "queue": events["queue"], "target": events["target"],
+                         "queue": events["queue"],
+                         "queue state": [WORD.get(s, s) if isinstance(s, str) and s else "not recorded"
+                                         for s in events["queue_state"]],
+                         "target": events["target"],
                          "value": events["value"], "lasted": lasted, "condition": events["condition"]})
 
 
@@ -196,8 +196,10 @@ def render() -> None:
                                                           zip(flapping["rule"], flapping["queue"], strict=True))
                        + ". Raise its `clear_for_s` or set a `clear_value`.", icon=":material/warning:")
     with cols[1]:
-        st.dataframe(history_table(events), hide_index=True, key="al_history",
-                     column_config=_time_columns(ctx, ("at",)))
+        st.dataframe(history_table(events), hide_index=True, key="al_history", column_config={
+            **_time_columns(ctx, ("at",)),
+            "queue state": st.column_config.TextColumn(help="the queue's one state after the transition's cycle, "
+                                                       "as its notification said it")})
 
 
 def _time_columns(ctx: context.Ctx, names: tuple[str, ...]) -> dict[str, object]:

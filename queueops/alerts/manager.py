@@ -21,7 +21,7 @@ from sqlalchemy import Engine, bindparam, delete, insert, select, update
 from queueops import judge
 from queueops.alerts import notify
 from queueops.alerts.evaluate import AlertState, Key, Transition, evaluate
-from queueops.alerts.rules import Rule
+from queueops.alerts.rules import Rule, queue_states
 from queueops.rows import SnapshotRow, utcnow
 from queueops.store.schema import alert_events, alert_state
 from queueops.store.timeutil import to_utc
@@ -42,6 +42,7 @@ class AlertManager:
                  on_transition: Callable[[Transition], None] | None = None,
                  on_delivery: Callable[[Transition, bool], None] | None = None):
         self.rules = list(rules)
+        self._by_name = {r.name: r for r in self.rules}
         self.engine = engine
         self.log_lines = log_lines
         self._lock = threading.Lock()
@@ -71,17 +72,12 @@ class AlertManager:
             return [s for s in self.states.values() if s.state == "firing"]
 
     def queue_state(self, target: str, queue: str) -> judge.State:
-        """The queue's one state as its alerts see it: :func:`queueops.judge.queue_state` of the
-        severities of its firing alerts, metrics' and root causes' alike -- the rule the Overview
-        and the report apply to the same verdicts."""
-        rules = {r.name: r for r in self.rules}
-        metric: list[str] = []
-        found: list[str] = []
-        for s in self.states.values():
-            rule = rules.get(s.rule)
-            if s.state == "firing" and s.target == target and s.queue == queue and rule is not None:
-                (found if rule.finding else metric).append(rule.severity)
-        return judge.queue_state(metric, found)
+        """The queue's one state as its alerts see it (:func:`queueops.alerts.rules.queue_states`:
+        the severities of its firing alerts, metrics' and root causes' alike)."""
+        return self._queue_states().get((target, queue), "ok")
+
+    def _queue_states(self) -> dict[tuple[str, str], judge.State]:
+        return queue_states(((s.rule, s.target, s.queue, s.state) for s in self.states.values()), self._by_name)
 
     def on_cycle(self, rows: Sequence[SnapshotRow], now: datetime | None = None) -> list[Transition]:
         """Evaluate every rule on one cycle's rows; persist, log and queue notifications. Each
@@ -95,10 +91,12 @@ class AlertManager:
                 else:
                     self.states[key] = st
                 self._unsaved[key] = st
-            transitions = [replace(t, queue_state=self.queue_state(t.target, t.queue)) for t in transitions]
+            after = self._queue_states()
+            transitions = [replace(t, queue_state=after.get((t.target, t.queue), "ok")) for t in transitions]
             self._events += [{"at": t.at, "rule": t.rule.name, "target": t.target, "queue": t.queue,
                               "state": t.state, "severity": t.rule.severity, "metric": t.rule.metric,
-                              "value": t.value, "active_since": t.active_since, "condition": t.rule.describe()}
+                              "value": t.value, "active_since": t.active_since, "condition": t.rule.describe(),
+                              "queue_state": t.queue_state}
                              for t in transitions]
             self._save()
         for t in transitions:

@@ -30,7 +30,7 @@ its value is ``thresholds_clear_margin`` of the level back past it; explicit rul
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from queueops import catalog, causes, judge
@@ -78,6 +78,12 @@ class Rule:
                 return False
         return True
 
+    @property
+    def is_cause(self) -> bool:
+        """A root cause's rule (it reads a row of :mod:`queueops.causes` and has the judge's finding),
+        as opposed to a metric's: the judge weighs it as a finding, a notification lists it first."""
+        return self.finding is not None
+
     def describe(self) -> str:
         text = f"{self.metric} {self.op} {self.value:g}"
         for metric, op, level in self.guards:
@@ -87,6 +93,23 @@ class Rule:
 
 class RuleError(ValueError):
     """Rules that cannot work together (duplicate names); the message names them."""
+
+
+def queue_states(alerts: Iterable[tuple[str, str, str, str]], rules: Mapping[str, Rule]
+                 ) -> dict[tuple[str, str], judge.State]:
+    """Each (target, queue)'s one state as its firing alerts give it: :func:`queueops.judge.queue_state`
+    of their severities, a metric's rule as a metric verdict, a root cause's (:attr:`Rule.is_cause`)
+    as a finding. ``alerts`` are (rule name, target, queue, state) as ``alert_state`` keeps them;
+    an alert that is not firing, or whose rule is not in ``rules``, weighs nothing. A queue with no
+    firing alert is absent (its state is ``ok``). The one computation behind the ``queue_state``
+    every transition carries (the service) and the console's Alerts page, so the two cannot differ."""
+    metric: dict[tuple[str, str], list[str]] = {}
+    found: dict[tuple[str, str], list[str]] = {}
+    for name, target, queue, state in alerts:
+        rule = rules.get(name)
+        if state == "firing" and rule is not None:
+            (found if rule.is_cause else metric).setdefault((target, queue), []).append(rule.severity)
+    return {k: judge.queue_state(metric.get(k, []), found.get(k, [])) for k in {*metric, *found}}
 
 
 def rule_name(metric: str, op: str, value: float) -> str:

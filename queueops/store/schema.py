@@ -88,6 +88,9 @@ alert_events = Table(
     Column("value", Float, nullable=True),
     Column("active_since", DateTime(timezone=True), nullable=False),
     Column("condition", Text, nullable=False, default=""),
+    # The queue's one state after the transition's cycle (queueops.alerts.rules.queue_states: ok,
+    # warn, crit), as its notification said it; NULL on transitions recorded before the column.
+    Column("queue_state", String(8), nullable=True),
     Index("ix_alert_events_at", "at"),
 )
 

@@ -168,3 +168,76 @@ def test_a_queue_state_is_the_worst_of_its_firing_alerts_metrics_and_causes_alik
     assert queue_states(states, rules) == {("t", "jobs"): "crit"}  # a resolved alert weighs nothing
     assert [cause_words(r) for r in ("cause:head_blocker:warn", "cause:snapshot:crit", "threshold:depth:warn")] == [
         "head blocker", "old snapshot", ""]
+
+
+def feed_lock_hold(cfg: config_mod.Config) -> tuple[AlertManager, list]:
+    """A session holds 'jobs''s table (5 s into its transaction: the cause's warning) while two
+    dequeues wait on it (the explicit crit rule 'waiters', which resolves in the third cycle);
+    'mail' is deep (metric alerts, crit). Returns the manager, still open, and every transition."""
+    engine = open_engine(cfg)
+    m = AlertManager(effective_rules(cfg), engine, log_lines=False)
+    t = datetime.now(UTC) - timedelta(minutes=10)
+    holder = '{"holders": [{"pid": 5, "mode": "ExclusiveLock", "xact_age_s": 5}]}'
+    transitions = []
+    for i, waiters in enumerate((2, 2, 0)):
+        rows = [SnapshotRow(t, "t", "d", "jobs", "lock_blockers", 1, holder),
+                SnapshotRow(t, "t", "d", "jobs", "lock_waiters", waiters, '{"pids": [8, 9]}' if waiters else ""),
+                SnapshotRow(t, "t", "d", "mail", "lock_blockers", 0, "exact"),
+                SnapshotRow(t, "t", "d", "mail", "depth", 200_000)]
+        transitions += m.on_cycle(rows, t + timedelta(seconds=30 * i))
+    return m, transitions
+
+
+def test_the_service_and_the_console_give_a_queue_the_same_state(alerts_env: config_mod.Config) -> None:
+    """One computation (queueops.alerts.rules.queue_states): the manager's queue_state, which every
+    transition carries, and the console's, from the alert_state rows the manager stored, agree --
+    a root cause's alert (cause:table_lock:warn) and metrics' (waiters, depth) alike, a resolved
+    alert weighing nothing."""
+    from console.data import Store
+    from console.views.alerts import queue_states, rules_by_name
+
+    m, transitions = feed_lock_hold(alerts_env)
+    firing = {(s.rule, s.queue) for s in m.firing()}
+    assert firing == {("cause:table_lock:warn", "jobs"), ("threshold:depth:crit", "mail"),
+                      ("threshold:depth:warn", "mail")}
+    console = queue_states(Store(alerts_env).alert_states(), rules_by_name(alerts_env))
+    service = {(tg, q): m.queue_state(tg, q) for tg, q in (("t", "jobs"), ("t", "mail"))}
+    assert console == service == {("t", "jobs"): "warn", ("t", "mail"): "crit"}  # 'waiters' (crit) resolved
+    last = {(t.target, t.queue): t.queue_state for t in transitions}  # each queue's latest transition
+    assert last == service
+    # While 'waiters' fired beside the cause, the queue was crit: the transitions of that cycle say so.
+    assert {(t.rule.name, t.queue_state) for t in transitions if t.queue == "jobs"} == {
+        ("waiters", "crit"), ("cause:table_lock:warn", "crit"), ("waiters", "warn")}
+    m.close()
+    at = page("console.views.alerts")
+    assert not at.exception, at.exception
+    shown = at.dataframe[0].value
+    assert dict(zip(shown["queue"], shown["queue state"], strict=True)) == {"jobs": "WARNING", "mail": "CRITICAL"}
+
+
+def test_the_history_shows_each_transitions_queue_state(alerts_env: config_mod.Config) -> None:
+    """Alerts -> History: the queue state each transition carried, read back from alert_events."""
+    m, _ = feed_lock_hold(alerts_env)
+    m.close()
+    at = page("console.views.alerts")
+    assert not at.exception, at.exception
+    history = at.dataframe[-1].value
+    got = sorted(zip(history["rule"], history["state"], history["queue state"], strict=True))
+    assert got == [("cause:table_lock:warn", "firing", "CRITICAL"), ("threshold:depth:crit", "firing", "CRITICAL"),
+                   ("threshold:depth:warn", "firing", "CRITICAL"), ("waiters", "firing", "CRITICAL"),
+                   ("waiters", "resolved", "WARNING")]
+
+
+def test_a_store_from_before_the_queue_state_column_still_shows_the_history(alerts_env: config_mod.Config) -> None:
+    """The console opens the store without altering it: until a newer service upgrades it, an older
+    store's alert_events lacks queue_state, and the history says 'not recorded' instead of failing."""
+    import sqlite3
+
+    m, _ = feed_lock_hold(alerts_env)
+    m.close()
+    with sqlite3.connect(alerts_env.store.url.removeprefix("sqlite:///")) as db:
+        db.execute("ALTER TABLE alert_events DROP COLUMN queue_state")
+    at = page("console.views.alerts")
+    assert not at.exception, at.exception
+    history = at.dataframe[-1].value
+    assert len(history) == 5 and set(history["queue state"]) == {"not recorded"}

@@ -3,6 +3,7 @@ in batches, buffering while the store is away, and schema upgrades."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from datetime import UTC, datetime, timedelta
@@ -223,3 +224,97 @@ def test_alert_states_are_saved_in_batches_and_match_memory(engine: Engine) -> N
     again = AlertManager(rules, engine, log_lines=False)
     assert {(k[0], k[2]): (s.state, s.value) for k, s in again.states.items()} == expected
     again.close()
+
+
+# The alert history's queue state (issue 32 leftovers): the rules of a queue 'jobs' whose table a
+# session holds (a root cause) while its dequeues wait (a metric), held one 5 s interval.
+ALERT_CFG = {
+    "schedule": {"fast_s": 5},
+    "targets": [{"name": "t", "dialect": "postgresql", "url": "postgresql://u@h:5432/d"}],
+    "queues": [{"name": "jobs", "target": "t", "kind": "lease", "table": "jobs", "key": "id",
+                "lease_column": "taken_at"}],
+}
+
+
+def _lock_hold(waiters: int, holder_s: float | None) -> list[SnapshotRow]:
+    held = json.dumps({"holders": [{"pid": 5, "mode": "ExclusiveLock", "xact_age_s": holder_s}]})
+    return [SnapshotRow(NOW, "t", "db", "jobs", "lock_blockers", 0 if holder_s is None else 1,
+                        "exact" if holder_s is None else held),
+            SnapshotRow(NOW, "t", "db", "jobs", "lock_waiters", waiters, '{"pids": [8]}' if waiters else "")]
+
+
+def _alert_events(engine: Engine) -> list[dict]:
+    from queueops.store.schema import alert_events
+
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(select(alert_events).order_by(alert_events.c.id)).mappings()]
+
+
+def test_a_transition_comes_back_from_alert_events_with_its_queue_state(engine: Engine) -> None:
+    from queueops import config as config_mod
+    from queueops.alerts.manager import AlertManager
+    from queueops.alerts.rules import effective_rules
+
+    with engine.begin() as conn:  # the PostgreSQL store is the session's: start from no alerts
+        conn.execute(text('DELETE FROM "alert_events"'))
+        conn.execute(text('DELETE FROM "alert_state"'))
+    m = AlertManager(effective_rules(config_mod.parse(ALERT_CFG)), engine, log_lines=False)
+    m.on_cycle(_lock_hold(1, 5), NOW)
+    fired = m.on_cycle(_lock_hold(1, 5), NOW + timedelta(seconds=5))       # cause warn + waiters warn
+    assert m.on_cycle(_lock_hold(1, 61), NOW + timedelta(seconds=10)) == []  # held 61 s: the crit's hold
+    worse = m.on_cycle(_lock_hold(1, 66), NOW + timedelta(seconds=15))     # the cause's crit
+    m.close()
+    assert {(t.rule.name, t.queue_state) for t in fired} == {("cause:table_lock:warn", "warn"),
+                                                             ("threshold:lock_waiters:warn", "warn")}
+    assert [(t.rule.name, t.queue_state) for t in worse] == [("cause:table_lock:crit", "crit")]
+    got = [(e["rule"], e["state"], e["queue_state"]) for e in _alert_events(engine)]
+    assert sorted(got) == sorted((t.rule.name, t.state, t.queue_state) for t in (*fired, *worse))
+
+
+def test_an_old_store_gains_alert_events_queue_state_and_keeps_its_rows(engine: Engine) -> None:
+    """alert_events as the version that added it created it (commit ca21e44), with rows: opening the
+    store adds the column in place (NULL on the old rows, which stay), and the next transitions
+    write it."""
+    from sqlalchemy import Column, DateTime, Float, Index, MetaData, String, Table, Text
+
+    from queueops.alerts.manager import AlertManager
+    from queueops.alerts.rules import Rule
+    from queueops.store.schema import RowId
+    from queueops.store.timeutil import to_utc
+
+    old = Table(
+        "alert_events", MetaData(),
+        Column("id", RowId, primary_key=True, autoincrement=True),
+        Column("at", DateTime(timezone=True), nullable=False),
+        Column("rule", String(256), nullable=False),
+        Column("target", String(128), nullable=False),
+        Column("queue", String(128), nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("severity", String(8), nullable=False),
+        Column("metric", String(128), nullable=False),
+        Column("value", Float, nullable=True),
+        Column("active_since", DateTime(timezone=True), nullable=False),
+        Column("condition", Text, nullable=False, default=""),
+        Index("ix_alert_events_at", "at"))
+    with engine.begin() as conn:
+        conn.execute(text('DROP TABLE IF EXISTS "alert_events"'))
+        conn.execute(text('DELETE FROM "alert_state"'))
+    old.create(engine)
+    kept = [{"at": NOW - timedelta(minutes=m), "rule": "deep", "target": "t", "queue": "jobs", "state": s,
+             "severity": "warn", "metric": "depth", "value": v, "active_since": NOW - timedelta(minutes=9),
+             "condition": "depth > 5"} for m, s, v in ((9, "firing", 9.0), (8, "resolved", 1.0))]
+    with engine.begin() as conn:
+        conn.execute(insert(old), kept)
+    assert "queue_state" not in {c["name"] for c in inspect(engine).get_columns("alert_events")}
+
+    ensure_schema(engine)  # what the service and open_engine do at start
+
+    assert "queue_state" in {c["name"] for c in inspect(engine).get_columns("alert_events")}
+    m = AlertManager([Rule("deep", "depth", ">", 5.0, severity="warn")], engine, log_lines=False)
+    m.on_cycle([SnapshotRow(NOW, "t", "db", "jobs", "depth", 7.0)], NOW)
+    m.close()
+    rows = _alert_events(engine)
+    assert [(r["state"], r["value"], r["queue_state"]) for r in rows] == [
+        ("firing", 9.0, None), ("resolved", 1.0, None), ("firing", 7.0, "warn")]
+    assert [to_utc(r["at"]) for r in rows[:2]] == [k["at"] for k in kept]
+    assert rows[2]["id"] > rows[1]["id"] > rows[0]["id"]
