@@ -1,5 +1,5 @@
 """Alerts: threshold rules evaluated on every cycle, state kept in the store, one notification
-per transition.
+per queue and cycle listing its transitions, root causes first.
 
 :mod:`~queueops.alerts.rules` turns config into rules (pure), :mod:`~queueops.alerts.evaluate`
 is the state machine (pure), :mod:`~queueops.alerts.notify` delivers (webhook, log line) and

@@ -1,5 +1,5 @@
 """The service's side of alerts: states loaded from and saved to ``alert_state``, transitions
-announced through the notifiers.
+announced through the notifiers, one notification per queue and cycle (:func:`notify.group`).
 
 The in-memory states are authoritative while the service runs (evaluation must not depend on
 the store being up); changes are written through, and changes that could not be written are
@@ -40,7 +40,7 @@ class AlertManager:
     def __init__(self, rules: Sequence[Rule], engine: Engine, *, webhook_url: str | None = None,
                  webhook_timeout_s: float = 5.0, log_lines: bool = True,
                  on_transition: Callable[[Transition], None] | None = None,
-                 on_delivery: Callable[[Transition, bool], None] | None = None):
+                 on_notified: Callable[[str, notify.Notification, bool], None] | None = None):
         self.rules = list(rules)
         self._by_name = {r.name: r for r in self.rules}
         self.engine = engine
@@ -51,7 +51,8 @@ class AlertManager:
         self._events: list[dict[str, object]] = []  # transitions not yet written to alert_events
         self.notifications: dict[str, int] = {"webhook_ok": 0, "webhook_failed": 0, "log": 0}
         self._on_transition = on_transition
-        self._on_delivery = on_delivery
+        # After each notification a notifier sent: (notifier 'log' | 'webhook', notification, delivered).
+        self._on_notified = on_notified
         self.webhook = (notify.WebhookSender(webhook_url, webhook_timeout_s, self._delivered)
                         if webhook_url else None)
         self._load()
@@ -99,15 +100,18 @@ class AlertManager:
                               "queue_state": t.queue_state}
                              for t in transitions]
             self._save()
-        for t in transitions:
-            if self.log_lines:
-                notify.log_line(t)
-                self.notifications["log"] += 1
-                self._mark_notified(t)  # the log line is a notification: alert_state says when
-            if self.webhook:
-                self.webhook.send(t)
-            if self._on_transition is not None:
+        if self._on_transition is not None:
+            for t in transitions:
                 self._on_transition(t)
+        for n in notify.group(transitions):  # one notification per queue of this cycle
+            if self.log_lines:
+                notify.log_line(n)
+                self.notifications["log"] += 1
+                self._mark_notified(n)  # the log line is a notification: alert_state says when
+                if self._on_notified is not None:
+                    self._on_notified("log", n, True)
+            if self.webhook:
+                self.webhook.send(n)
         return transitions
 
     def close(self) -> None:
@@ -116,23 +120,25 @@ class AlertManager:
         with self._lock:
             self._save()
 
-    def _delivered(self, t: Transition, ok: bool, error: str) -> None:
+    def _delivered(self, n: notify.Notification, ok: bool, error: str) -> None:
         self.notifications["webhook_ok" if ok else "webhook_failed"] += 1
-        if self._on_delivery is not None:
-            self._on_delivery(t, ok)
+        if self._on_notified is not None:
+            self._on_notified("webhook", n, ok)
         if ok:
-            self._mark_notified(t)
+            self._mark_notified(n)
 
-    def _mark_notified(self, t: Transition) -> None:
-        """Record in ``alert_state.notified_at`` that ``t`` was announced (a log line written or a
-        webhook delivered), unless the alert has moved on to another state since."""
+    def _mark_notified(self, n: notify.Notification) -> None:
+        """Record in ``alert_state.notified_at`` that each transition of ``n`` was announced (a log
+        line written or a webhook delivered), unless its alert has moved on to another state since."""
         with self._lock:
-            st = self.states.get(t.key)
-            if st is not None and st.state == t.state:
-                st = AlertState(st.rule, st.target, st.queue, st.state, st.since, st.value, utcnow(),
-                                st.clearing_since)
-                self.states[t.key] = st
-                self._unsaved[t.key] = st
+            now = utcnow()
+            for t in n.transitions:
+                st = self.states.get(t.key)
+                if st is not None and st.state == t.state:
+                    st = AlertState(st.rule, st.target, st.queue, st.state, st.since, st.value, now,
+                                    st.clearing_since)
+                    self.states[t.key] = st
+                    self._unsaved[t.key] = st
             self._save()
 
     def _save(self) -> None:

@@ -34,6 +34,7 @@ from collectors.registry import Collector
 from queueops import children, secrets
 from queueops.alerts.evaluate import Transition
 from queueops.alerts.manager import AlertManager
+from queueops.alerts.notify import Notification
 from queueops.alerts.rules import Rule, RuleError, effective_rules
 from queueops.autopilot.runner import Autopilot
 from queueops.config import Config
@@ -102,7 +103,7 @@ class Service:
         self.metrics.observe_store(0, cfg.store.buffer_rows, 0, True)
         self.alerts = AlertManager(rules, self.engine, webhook_url=cfg.alerts.webhook_url,
                                    webhook_timeout_s=cfg.alerts.webhook_timeout_s, log_lines=cfg.alerts.log,
-                                   on_transition=self._on_transition, on_delivery=self._on_delivery)
+                                   on_transition=self._on_transition, on_notified=self._on_notified)
         # One outage account per target, shared by its jobs: an outage is told once per target.
         outages = {t.name: TargetOutage(t.name) for t in cfg.targets}
         # Off unless a policy is in propose or act mode (docs/actions.md, Autopilot).
@@ -218,11 +219,10 @@ class Service:
                 self.metrics.alerts_firing.remove(*labels)
             except KeyError:
                 pass
-        if self.cfg.alerts.log:
-            self.metrics.notifications.labels("log", "ok").inc()
 
-    def _on_delivery(self, t: Transition, ok: bool) -> None:
-        self.metrics.notifications.labels("webhook", "ok" if ok else "failed").inc()
+    def _on_notified(self, notifier: str, n: Notification, ok: bool) -> None:
+        """One notification (a queue's transitions of one cycle) logged or delivered, or not."""
+        self.metrics.notifications.labels(notifier, "ok" if ok else "failed").inc()
 
     def _on_event(self, event: JobExecutionEvent) -> None:
         if event.code == EVENT_JOB_ERROR:
