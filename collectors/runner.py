@@ -24,25 +24,15 @@ from typing import Any
 
 from collectors.counters import CounterRates
 from collectors.registry import COLLECTORS, Collector
-from queueops import coltypes, engine, sqlfiles
+from queueops import coltypes, engine, mapping, sqlfiles
 from queueops.config import Config, Queue, Target
-from queueops.fragments import fragments_for, qualified_name, schema_of, side_time_fragments
-from queueops.identifiers import quote_table
 from queueops.rows import SnapshotRow, StatusRow, utcnow
 
-# Exact counts are bounded: below the cap a count is exact (an index-only scan of at most `cap`
-# entries); at the cap the collector reports the statistics' estimate instead and says so.
-# 1,000 entries cost ~0.2-0.4 ms per count; 10,000 cost ~2-4 ms, which for 100 queues of a few
-# counts each made one cycle ~1 s (benchmarks/collect_cycle.py): not "every few seconds".
-COUNT_CAP = 1_000
-# A count of all rows is not started when the server's live-row counter already puts the table at
-# this many rows or more (PostgreSQL: pg_stat_user_tables.n_live_tup, current at every commit): it
-# would only reach the cap and report an estimate. Ten times the cap leaves room for a counter that
-# lags. A benchmark sets it out of reach to measure the cycle that always counts.
-COUNT_SKIP_ABOVE = 10 * COUNT_CAP
-# A table this small (pg_class.relpages, 8 kB pages: 1 MB) is read whole even without the index
-# a collector would like: cheaper than telling the operator to add one.
-SMALL_TABLE_PAGES = 128
+# The count limits (queueops.mapping says why each is what it is); module attributes here, read at
+# every compile, because a benchmark moves COUNT_SKIP_ABOVE out of reach.
+COUNT_CAP = mapping.COUNT_CAP
+COUNT_SKIP_ABOVE = mapping.COUNT_SKIP_ABOVE
+SMALL_TABLE_PAGES = mapping.SMALL_TABLE_PAGES
 
 
 @dataclass
@@ -52,56 +42,22 @@ class CycleResult:
     round_trips: int = 0
 
 
-def _text(values: Iterable[Any]) -> list[str]:
-    return [str(v) for v in values]
+Types = mapping.Types
 
 
-Types = dict[tuple[str, str], coltypes.ColumnType]
+def compiled(queue: Queue, dialect: str, types: Types | None = None) -> mapping.CompiledQueue:
+    """``queue`` compiled for ``dialect``, ``types`` and the current count limits, once per
+    (queue, types snapshot): the same objects give the same compiled mapping (kept like the
+    statements, by the objects themselves)."""
+    limits = mapping.Limits(COUNT_CAP, COUNT_SKIP_ABOVE, SMALL_TABLE_PAGES)
+    key = (id(queue), dialect, id(types), limits)
+    return _memo(key, (queue, types), lambda: [mapping.compile_queue(queue, dialect, types, limits)],
+                 _COMPILED, _COMPILED_MAX)[0]
 
 
-def queue_values(queue: Queue, dialect: str, types: Types | None = None) -> dict[str, Any]:
-    """Bound values every block may use (names of the queue, its table and columns are values here).
-
-    Catalog lookups (``to_regclass``, ``pg_stats``, ``OBJECT_ID``) take names as *values*, so a
-    hostile-looking name is data, never SQL text. With the catalog's ``types``, status values are
-    bound as the status column's own type wants them (integers for an integer column, text for an
-    enum or text column).
-    """
-    status = coltypes.type_of(queue, "status_column", types, dialect) if types and queue.status_column else None
-    ready = coltypes.coerce_values(queue.ready_values, status)
-    processing = coltypes.coerce_values(queue.processing_values, status)
-    done = coltypes.coerce_values(queue.done_values, status)
-    return {
-        "queue": queue.name,
-        "qualified_table": qualified_name(queue, dialect),
-        "schema_name": schema_of(queue, dialect),
-        "table_name": queue.table,
-        "key_name": queue.key,
-        "status_name": queue.status_column or "",
-        "lease_name": queue.lease_column or "",
-        "due_name": queue.due_column or "",
-        "error_name": queue.error_column or "",
-        "runnable_name": queue.runnable_at or "",
-        "ready_values": coltypes.bind_compared_values(ready, dialect),
-        "processing_values": coltypes.bind_compared_values(processing, dialect),
-        "done_values": coltypes.bind_compared_values(done, dialect),
-        "ready_values_text": _text(ready),
-        "processing_values_text": _text(processing),
-        "done_values_text": _text(done),
-        "lease_timeout_s": float(queue.lease_timeout_s),
-        "cap": COUNT_CAP,
-        # open_when_null: the live-row counter includes the finished rows, so never skip (NULL); the
-        # same for a partition (the counter is every queue's of the table) and expired rows.
-        "skip_above": (None if queue.open_when_null or queue.partition is not None or queue.expires_column
-                       else COUNT_SKIP_ABOVE),
-        "small_pages": SMALL_TABLE_PAGES,
-        "watermark_buffer": queue.watermark.buffer if queue.watermark else 0,
-    }
-
-
-def target_lists(queues: Sequence[Queue], dialect: str) -> dict[str, list[str]]:
+def target_lists(queues: Sequence[mapping.CompiledQueue]) -> dict[str, list[str]]:
     """Every queue of a target as aligned lists of bound values (for ``all`` and ``prelude`` blocks)."""
-    vals = [queue_values(q, dialect) for q in queues]
+    vals = [c.values for c in queues]
     return {
         "queue_names": [v["queue"] for v in vals],
         "queue_tables": [v["qualified_table"] for v in vals],
@@ -116,45 +72,22 @@ def target_lists(queues: Sequence[Queue], dialect: str) -> dict[str, list[str]]:
         # partial index's predicate: the library's own index, issue 29).
         "processing_sets": [json.dumps(v["processing_values_text"]) for v in vals],
         # What each queue's naive times hold: 'UTC' or '' (the session's zone); see fragments.clock.
-        "naive_zones": ["UTC" if q.naive_times == "utc" and dialect == "postgresql" else "" for q in queues],
+        "naive_zones": ["UTC" if c.queue.naive_times == "utc" and c.dialect == "postgresql" else "" for c in queues],
         # open_when_null's columns, one a line ('' with a partition or expiry: more than those
         # columns decides a row): depth's estimate finds the library's partial index on the open
         # rows by its predicate (issue 29).
-        "open_names": ["\n".join(q.open_when_null) if q.partition is None and not q.expires_column else ""
-                       for q in queues],
+        "open_names": ["\n".join(c.queue.open_when_null) if c.queue.partition is None and not c.queue.expires_column
+                       else "" for c in queues],
     }
 
 
-def queue_fragments(queue: Queue, dialect: str, types: Types | None = None) -> dict[str, str]:
-    """The queue's fragments plus the catalog's (``{status_type}``), minus the columns whose real
-    type cannot work (a non-timestamp time column, a watermark on a non-integer key): the blocks
-    that need them do not apply, and :func:`mapping_errors` says why."""
-    frags = {**fragments_for(queue, dialect), **side_time_fragments(queue, dialect),
-             **coltypes.queue_fragments(queue, types or {}, dialect)}
-    for problem in coltypes.problems(queue, types or {}, dialect):
-        for frag in problem.drops:
-            frags.pop(frag, None)
-    if "lease" not in frags:
-        frags.pop("free", None)  # the readiness predicates name the lease column too
-    if dialect == "postgresql" and all(k in frags for k in ("status", "status_type", "runnable", "exhausted")):
-        # depth's status_follow_runnable: each status value read through the index that serves it,
-        # at most the cap of rows (issue 29, item 5).
-        status = coltypes.type_of(queue, "status_column", types or {}, dialect)
-        frags.update(coltypes.follow_runnable_reads(queue, status, frags, COUNT_CAP, SMALL_TABLE_PAGES))
-        if "enqueued_at" in frags and "ready_list" in frags:
-            frags.update(coltypes.oldest_runnable_reads(queue, status, frags, COUNT_CAP))
-    return frags
-
-
-def _render_queue(sqlf: sqlfiles.SqlFile, queue: Queue, dialect: str,
-                  types: Types | None = None) -> sqlfiles.Statement | None:
+def _render_queue(sqlf: sqlfiles.SqlFile, c: mapping.CompiledQueue) -> sqlfiles.Statement | None:
     """The block for this queue: its kind's, else ``<kind>_basic``, else ``any``; None if none applies.
 
     A queue whose ``order`` is ``heap`` (the key says nothing about age) first tries ``<kind>_heap``;
     one whose times live in a side table (``times_from``) tries ``<kind>_side``.
     """
-    frags = queue_fragments(queue, dialect, types)
-    values = queue_values(queue, dialect, types)
+    queue = c.queue
     heap = (f"{queue.kind}_heap",) if queue.order == "heap" else ()
     # Times read from a side table (times_from): a block that orders by key rather than by time.
     side = (f"{queue.kind}_side",) if queue.times_from is not None and not queue.enqueued_at else ()
@@ -177,7 +110,7 @@ def _render_queue(sqlf: sqlfiles.SqlFile, queue: Queue, dialect: str,
         if not sqlf.has_block(block):
             continue
         try:
-            return sqlf.render(block, frags, values)
+            return sqlf.render(block, c.fragments, c.values)
         except sqlfiles.MissingFragment:
             continue  # the queue does not declare what this block needs: try the next one
     return None
@@ -209,15 +142,16 @@ def build_statement(collector: Collector, target: Target, queues: Sequence[Queue
         # One statement over every queue at once (e.g. one read of pg_locks for all tables).
         if not queues:
             return None
-        return sqlf.render("all", {}, target_lists(queues, target.dialect))
-    parts = [s for q in queues if (s := _render_queue(sqlf, q, target.dialect, types)) is not None]
+        return sqlf.render("all", {}, target_lists([compiled(q, target.dialect) for q in queues]))
+    parts = [s for q in queues if (s := _render_queue(sqlf, compiled(q, target.dialect, types))) is not None]
     joined = sqlfiles.union_all(parts, collector.name)
     if joined is None or not sqlf.has_block("prelude"):
         return joined
     # A 'prelude' block (a WITH clause) does the catalog and statistics lookups for every queue
     # of the target once; the per-queue blocks read its rows by queue name. Planning those
     # lookups once instead of once per queue is most of a 100-queue cycle's cost.
-    values = {**target_lists(queues, target.dialect), "cap": COUNT_CAP, "small_pages": SMALL_TABLE_PAGES}
+    values = {**target_lists([compiled(q, target.dialect) for q in queues]), "cap": COUNT_CAP,
+              "small_pages": SMALL_TABLE_PAGES}
     return sqlf.render("prelude", {}, values) + joined
 
 
@@ -251,6 +185,9 @@ def build_statements(collector: Collector, target: Target, queues: Sequence[Queu
 _BUILT: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], list[Any]]] = OrderedDict()
 _BUILT_MAX = 256
 _BUILT_LOCK = threading.Lock()
+# The compiled mappings, kept the same way (a target's queues, with and without its types).
+_COMPILED: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], list[Any]]] = OrderedDict()
+_COMPILED_MAX = 4096
 
 
 def cached_statements(collector: Collector, target: Target, queues: Sequence[Queue],
@@ -262,19 +199,22 @@ def cached_statements(collector: Collector, target: Target, queues: Sequence[Que
                  lambda: build_statements(collector, target, queues, types, server))
 
 
-def _memo(key: tuple[Any, ...], refs: tuple[Any, ...], build: Callable[[], list[Any]]) -> list[Any]:
-    """``build()``, once per ``key``. The entry holds ``refs`` (the objects whose ids are in the
-    key), so a key never matches another object that reused a freed one's address."""
+def _memo(key: tuple[Any, ...], refs: tuple[Any, ...], build: Callable[[], list[Any]],
+          cache: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], list[Any]]] = _BUILT,
+          limit: int = _BUILT_MAX) -> list[Any]:
+    """``build()``, once per ``key`` in ``cache`` (at most ``limit`` entries, the oldest dropped).
+    The entry holds ``refs`` (the objects whose ids are in the key), so a key never matches another
+    object that reused a freed one's address."""
     with _BUILT_LOCK:
-        hit = _BUILT.get(key)
+        hit = cache.get(key)
         if hit is not None:
-            _BUILT.move_to_end(key)
+            cache.move_to_end(key)
             return list(hit[1])
     stmts = build()
     with _BUILT_LOCK:
-        _BUILT[key] = (refs, stmts)
-        while len(_BUILT) > _BUILT_MAX:
-            _BUILT.popitem(last=False)
+        cache[key] = (refs, stmts)
+        while len(cache) > limit:
+            cache.popitem(last=False)
     return list(stmts)
 
 
@@ -320,10 +260,8 @@ def keep_plans(conn: engine.Connection) -> None:
 
 def plan_relations(queues: Sequence[Queue], dialect: str) -> list[str]:
     """Every table the queues' statements read a lot of: the queue tables and their side tables."""
-    out = [qualified_name(q, dialect) for q in queues]
-    for q in queues:
-        if q.times_from is not None:
-            out.append(quote_table(q.times_from.schema_ or schema_of(q, dialect), q.times_from.table, dialect))
+    compiled_queues = [compiled(q, dialect) for q in queues]
+    out = [c.table for c in compiled_queues] + [rel for c in compiled_queues for rel in c.relations[1:]]
     return list(dict.fromkeys(out))
 
 
@@ -571,7 +509,7 @@ def mapping_errors(target: Target, queues: Sequence[Queue], types: Types, ts: da
     # The same queues and catalog types give the same problems: found once, not every cycle.
     found = _memo(("(mapping)", id(target), tuple(map(id, queues)), id(types)), (target, tuple(queues), types),
                   lambda: [(q.name, f"mapping: {p.field} = {p.value!r}: {p.message}")
-                           for q in queues for p in coltypes.problems(q, types, target.dialect)
+                           for q in queues for p in compiled(q, target.dialect, types).problems
                            if p.severity == "error"])
     return [SnapshotRow(ts, target.name, database, queue, QUEUE_ERROR, 1.0, note) for queue, note in found]
 

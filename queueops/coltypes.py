@@ -289,9 +289,9 @@ def problems(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -
     return out
 
 
-def queue_fragments(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -> dict[str, str]:
-    """Extra fragments from the catalog: ``{status_type}``, the status column's own type (PostgreSQL)."""
-    status = type_of(q, "status_column", types, dialect) if q.status_column else None
+def queue_fragments(q: Queue, status: ColumnType | None, dialect: str) -> dict[str, str]:
+    """Extra fragments from the catalog: ``{status_type}``, the status column's own type
+    (``status``, None when unknown; PostgreSQL)."""
     if dialect == "postgresql":
         if status is not None and status.category in ("enum", "integer", "text"):
             cast = status.cast_fragment(dialect)

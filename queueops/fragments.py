@@ -274,11 +274,3 @@ def side_time_fragments(queue: Queue, dialect: str) -> dict[str, str]:
         out["status_changed_at"] = text("last")
     return out
 
-
-def qualified_name(queue: Queue, dialect: str) -> str:
-    """The quoted ``schema.table`` as a *value* to bind into catalog lookups.
-
-    ``to_regclass(%s)`` and ``OBJECT_ID(?)`` parse their argument as a (quoted) name, so binding
-    the quoted form finds exactly the configured table, whatever characters it contains.
-    """
-    return table_of(queue, dialect)

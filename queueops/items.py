@@ -3,7 +3,7 @@
 Read-only and bounded: each read is one statement of ``sql/<dialect>/items.sql`` with at most
 :data:`LIMIT` rows (``TOP`` / ``LIMIT``), through the index the collector of that number reads, in
 that index's order; every value is bound and every identifier is the queue's quoted fragment
-(:func:`queueops.fragments.fragments_for`). Optional columns (attempts, last error, owner) become
+(its compiled mapping's names, :class:`queueops.mapping.CompiledQueue`). Optional columns (attempts, last error, owner) become
 the quoted column or a typed NULL, so one block serves every mapping.
 
 What the console's drill-down shows and what requeue's ``keys`` option releases: the stuck items
@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from queueops import coltypes, sqlfiles
+from queueops import mapping, sqlfiles
 from queueops.config import Queue
-from queueops.fragments import fragments_for
 
 LIMIT = 100
 MAX_LIMIT = 1000
@@ -48,9 +47,9 @@ class Read:
     statement: sqlfiles.Statement
 
 
-def item_fragments(queue: Queue, dialect: str) -> dict[str, str]:
+def item_fragments(queue: Queue, dialect: str, compiled: mapping.CompiledQueue | None = None) -> dict[str, str]:
     """The queue's fragments plus the select-list ones of items.sql (a quoted column or a typed NULL)."""
-    f = fragments_for(queue, dialect)
+    f = (compiled or mapping.compile_queue(queue, dialect)).names
     null = _NULL[dialect]
     held = {"lease": f.get("lease"), "status": f.get("status_changed_at"), "due": f.get("due")}.get(queue.kind)
     return {**f,
@@ -85,15 +84,15 @@ def waiting_block(queue: Queue, frags: dict[str, str]) -> str:
     return f"waiting_{queue.kind}"
 
 
-def _values(queue: Queue, dialect: str, limit: int) -> dict[str, Any]:
-    return {"limit_n": max(1, min(int(limit), MAX_LIMIT)), "cap": CAP, "lease_timeout_s": float(queue.lease_timeout_s),
-            "processing_values": coltypes.bind_compared_values(queue.processing_values, dialect),
-            "ready_values": coltypes.bind_compared_values(queue.ready_values, dialect)}
+def _values(c: mapping.CompiledQueue, limit: int) -> dict[str, Any]:
+    return {"limit_n": max(1, min(int(limit), MAX_LIMIT)), "cap": CAP, "lease_timeout_s": c.values["lease_timeout_s"],
+            "processing_values": c.values["processing_values"], "ready_values": c.values["ready_values"]}
 
 
 def read_of(queue: Queue, dialect: str, which: str, *, limit: int = LIMIT, key: Any = None) -> Read:
     """The statement of one list: ``stuck``, ``waiting`` or ``key`` (one item, exact match)."""
-    frags = item_fragments(queue, dialect)
+    c = mapping.compile_queue(queue, dialect)
+    frags = item_fragments(queue, dialect, c)
     sqlf = sqlfiles.load(dialect, "items")
     if which == "stuck":
         block = stuck_block(queue, frags)
@@ -105,8 +104,7 @@ def read_of(queue: Queue, dialect: str, which: str, *, limit: int = LIMIT, key: 
         block = "by_key"
     else:
         raise ValueError(f"unknown list {which!r}")
-    values = {**_values(queue, dialect, limit),
-              "key": None if key is None else coltypes.bind_compared_values([key], dialect)[0]}
+    values = {**_values(c, limit), "key": None if key is None else c.bind([key])[0]}
     return Read(which, block, sqlf.render(block, frags, values))
 
 

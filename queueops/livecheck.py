@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueops import coltypes, engine, indexadvice, presets, privileges, readiness, secrets, sqlfiles
+from queueops import coltypes, engine, indexadvice, mapping, presets, privileges, readiness, secrets, sqlfiles
 from queueops.config import Config, Queue, Target
 from queueops.finding import Finding
 
@@ -129,9 +129,7 @@ def _requeue_offer(conn: engine.Connection, q: Queue, report: LiveReport) -> lis
 
 def readiness_release(q: Queue, dialect: str) -> str:
     """What requeue writes on ``q`` when its mapping follows readiness ('' for the plain release)."""
-    from queueops.fragments import readiness_fragments
-
-    return readiness_fragments(q, dialect).get("release_set", "")
+    return mapping.compile_queue(q, dialect).names.get("release_set", "")
 
 
 def _describe(q: Queue, types: dict[tuple[str, str], coltypes.ColumnType], dialect: str) -> str:
@@ -311,9 +309,9 @@ def _pg_stuck_served(conn: engine.Connection, q: Queue) -> list[Finding]:
             or (q.kind == "status" and not (q.status_column and (q.status_changed_at or q.times_from))):
         return []
     sqlf = sqlfiles.load("postgresql", "stuck_leases")
-    values = {**runner.target_lists([q], "postgresql"), "cap": runner.COUNT_CAP,
-              "small_pages": runner.SMALL_TABLE_PAGES}
-    stmt = sqlf.render("prelude", {}, values) + sqlf.render("served", {}, runner.queue_values(q, "postgresql"))
+    c = runner.compiled(q, "postgresql")
+    values = {**runner.target_lists([c]), "cap": runner.COUNT_CAP, "small_pages": runner.SMALL_TABLE_PAGES}
+    stmt = sqlf.render("prelude", {}, values) + sqlf.render("served", {}, c.values)
     rows = conn.execute(stmt)
     if not rows:
         return []
@@ -336,12 +334,14 @@ def _pg_age_lower_bound(q: Queue, types: dict[tuple[str, str], coltypes.ColumnTy
     """oldest_age_s read through the library's partial index on the ready values (issue 29): bounded,
     but a lower bound ('at least') once more than the cap are ready; say so, with the index that
     makes it exact and as cheap."""
-    status = coltypes.type_of(q, "status_column", types, "postgresql") if q.status_column else None
-    via = coltypes.oldest_reads_partial(q, status)
+    from collectors import runner
+
+    c = runner.compiled(q, "postgresql", types)
+    via = c.age_partials
     if not via:
         return []
     need = indexadvice.needed("oldest_age_s", q)
-    partitioned = status is not None and status.relkind == "p"
+    partitioned = c.status is not None and c.status.relkind == "p"
     return [Finding("warning", q.name, "oldest_age_s", q.table,
                     f"no index orders the ready items by {q.runnable_at} after the status: the age is read "
                     f"through the library's partial index {', '.join(via)}, at most the cap of items, "

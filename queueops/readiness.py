@@ -20,9 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueops import engine, sqlfiles
+from queueops import engine, mapping, sqlfiles
 from queueops.config import Queue
-from queueops.fragments import fragments_for, qualified_name
 
 # A lease column named or described like this holds when the lock ends, not when it began.
 LOCK_UNTIL = re.compile(r"until|expir|visible|invisible|(^|_)vt($|_)|timeout|deadline", re.I)
@@ -51,7 +50,8 @@ class Facts:
 def read(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], q: Queue, dialect: str) -> Facts:
     """The facts for ``q`` through any statement runner (an action's session, a check connection)."""
     sqlf = sqlfiles.load(dialect, "catalog_readiness")
-    values = {"qualified_table": qualified_name(q, dialect)}
+    c = mapping.compile_queue(q, dialect)
+    values = {"qualified_table": c.table}
     cols = run(sqlf.render("columns", {}, values))
     via: dict[tuple[str, str], list[str]] = {}
     rows = run(sqlf.render("side_locks", {}, values))
@@ -61,7 +61,7 @@ def read(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], q: Queue, di
     ahead = None
     if q.kind == "lease" and q.lease_column and cols:
         try:
-            ahead = run(sqlf.render("lease_ahead", fragments_for(q, dialect), {}))[0]["ahead_s"]
+            ahead = run(sqlf.render("lease_ahead", c.names, {}))[0]["ahead_s"]
         except engine.TargetError:
             ahead = None  # a lease column that is no time (config check reports its type): unknown
     return Facts(frozenset(r["column_name"] for r in cols if r["not_null"]),

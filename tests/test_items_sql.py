@@ -8,7 +8,7 @@ import pytest
 import sqlglot
 
 from queueops import config as config_mod
-from queueops import items, sqlfiles
+from queueops import items, mapping, sqlfiles
 from queueops.actions import requeue
 
 QUEUES = [
@@ -72,11 +72,12 @@ def test_limits_and_what_does_not_apply() -> None:
 def test_requeue_keys_restrict_every_block_and_stay_bound(dialect: str) -> None:
     q = cfg(dialect).queue("plain")
     sqlf = sqlfiles.load(dialect, "actions/requeue")
-    frags = {**__import__("queueops.fragments", fromlist=["x"]).fragments_for(q, dialect)}
-    values = {**requeue._values(q, "2026-01-01T00:00:00+00:00", dialect), "batch_n": 10, "limit_n": 5,
+    compiled = mapping.compile_queue(q, dialect)
+    frags = dict(compiled.names)
+    values = {**requeue._values(compiled, "2026-01-01T00:00:00+00:00"), "batch_n": 10, "limit_n": 5,
               "sample_n": 3}
     for block in ("count_lease", "sample_lease", "batch_lease"):
-        stmt = requeue._render(sqlf, block, frags, values, ["k-1", 7])
+        stmt = requeue._render(sqlf, block, frags, values, compiled.bind(["k-1", 7]))
         assert "k-1" not in stmt.sql and 7 in stmt.params
         marker = "%s" if dialect == "postgresql" else "?"
         assert stmt.sql.count(marker) == len(stmt.params)

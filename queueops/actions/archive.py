@@ -39,15 +39,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from queueops import coltypes
+from queueops import mapping
 from queueops.actions.batches import run_batches
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import batch_count, layout_problem
 from queueops.actions.model import SAMPLE_ROWS, ActionError, ArchiveOptions, Conflict, Plan, Preview, Step
 from queueops.actions.session import transaction
 from queueops.config import Queue
-from queueops.fragments import DEFAULT_SCHEMA, fragments_for, qualified_name
-from queueops.identifiers import quote_table
+from queueops.fragments import DEFAULT_SCHEMA
 
 LIMIT_ALL = 2**31 - 1
 # Up to this many items the preview keeps their keys and the execution archives exactly those
@@ -75,8 +74,8 @@ def check(queue: Queue, opts: ArchiveOptions) -> None:
         raise ActionError("--archive-table and --archive-data-table only apply to --mode move")
 
 
-def _frags(queue: Queue, dialect: str, archive: dict[str, str]) -> dict[str, str]:
-    frags = fragments_for(queue, dialect)
+def _frags(c: mapping.CompiledQueue, archive: dict[str, str]) -> dict[str, str]:
+    frags = dict(c.names)
     frags["age"] = frags.get("status_changed_at") or frags["enqueued_at"]
     frags.update(archive)
     return frags
@@ -97,11 +96,11 @@ def plan(ctx: PlanContext) -> Plan:
         # login's default schema): the archive schema, else the queue's, else the engine's default.
         schema = opts.archive_schema or q.schema_ or DEFAULT_SCHEMA[dialect]
         archive["archive_table"] = ctx.quoted_table(opts.archive_table, schema, "archive table")
-        pairs = [(qualified_name(q, dialect), archive["archive_table"], q.table, opts.archive_table)]
+        pairs = [(ctx.compiled.table, archive["archive_table"], q.table, opts.archive_table)]
         if q.data_table:
             archive["archive_data_table"] = ctx.quoted_table(opts.archive_data_table, schema, "archive data table")
-            pairs.append((quote_table(q.schema_ or DEFAULT_SCHEMA[dialect], q.data_table, dialect), archive["archive_data_table"],
-                          q.data_table, opts.archive_data_table))
+            pairs.append((ctx.compiled.data_table, archive["archive_data_table"], q.data_table,
+                          opts.archive_data_table))
         for source, dest, source_name, dest_name in pairs:
             src_cols, _ = _columns(ctx, source)
             dst_cols, identity = _columns(ctx, dest)
@@ -109,12 +108,12 @@ def plan(ctx: PlanContext) -> Plan:
             if problem:
                 raise ActionError(f"archive table {dest_name!r} {problem}; create it with the columns of "
                                   f"{source_name!r}, in the same order (PostgreSQL: CREATE TABLE ... (LIKE ...))")
-    frags = _frags(q, dialect, archive)
+    frags = _frags(ctx.compiled, archive)
     if not q.status_changed_at:
         warnings.append("no status_changed_at in config: age is measured from enqueued_at")
     cutoff = ctx.cutoff(opts.older_than_s)
     sqlf = ctx.sql("archive")
-    values = {"cutoff": cutoff, "done_values": coltypes.bind_compared_values(q.done_values, dialect)}
+    values = {"cutoff": cutoff, "done_values": ctx.compiled.values["done_values"]}
     limit = opts.max_items or LIMIT_ALL
     # One ordered read of the first KEYS_MAX + 1 items: the sample, and -- when that is all of them
     # -- the very keys the execution archives.
@@ -128,9 +127,10 @@ def plan(ctx: PlanContext) -> Plan:
     else:
         last_key = _last_key(ctx, sqlf, frags, values, opts.max_items)
         count = 0 if last_key is None else int(ctx.session.run(sqlf.render(
-            "count_bounded", frags, {**values, "limit_n": limit, "last_key": _bind_key(last_key, dialect)}))[0]["n"])
+            "count_bounded", frags, {**values, "limit_n": limit, "last_key": ctx.compiled.bind([last_key])[0]}))[0]["n"])
     binding = {"keys": keys, "last_key": last_key}
-    steps = _steps(q, opts, frags, dialect, values, opts.batch_size, binding=binding, chunk=next(iter(_chunks(keys, opts)), None))
+    steps = _steps(ctx.compiled, opts, frags, values, opts.batch_size, binding=binding,
+                   chunk=next(iter(_chunks(keys, opts)), None))
     batches = batch_count(count, opts.batch_size)
     if count == 0:
         warnings.append(f"nothing to archive: no item with status in {list(q.done_values)} finished more than "
@@ -158,11 +158,6 @@ def plan(ctx: PlanContext) -> Plan:
                 observed={"cutoff": cutoff, "count": count, "archive": archive, **binding})
 
 
-def _bind_key(key: Any, dialect: str) -> Any:
-    """A key compared with the key column (a varchar key is sought on SQL Server, not scanned)."""
-    return coltypes.bind_compared_values([key], dialect)[0]
-
-
 def _last_key(ctx: PlanContext, sqlf: Any, frags: dict[str, str], values: dict[str, Any],
               max_items: int | None) -> Any:
     """The highest key of the items a large archive may take: the ``max_items``-th in key order
@@ -184,22 +179,22 @@ def _chunks(keys: list[Any] | None, opts: ArchiveOptions) -> list[list[Any]]:
     return [keys[i:i + n] for i in range(0, len(keys), n)]
 
 
-def _steps(q: Queue, opts: ArchiveOptions, frags: dict[str, str], dialect: str, values: dict[str, Any],
+def _steps(c: mapping.CompiledQueue, opts: ArchiveOptions, frags: dict[str, str], values: dict[str, Any],
            n: int, item_ids: list[Any] | None = None, *, binding: dict[str, Any],
            chunk: list[Any] | None = None) -> list[Step]:
     """The statements of one batch, in order (``item_ids``: the keys the pick returned; ``chunk``:
-    in the keys mode, the previewed keys this batch takes)."""
+    in the keys mode, the previewed keys this batch takes). Keys bind as compared with the key
+    column (a varchar key is sought on SQL Server, not scanned)."""
     from queueops import sqlfiles
 
-    sqlf = sqlfiles.load(dialect, "actions/archive")
-    ids = {"item_ids": coltypes.bind_compared_values(item_ids, dialect) if item_ids else ["<picked keys>"]}
+    q = c.queue
+    sqlf = sqlfiles.load(c.dialect, "actions/archive")
+    ids = {"item_ids": c.bind(item_ids) if item_ids else ["<picked keys>"]}
     if binding["keys"] is not None:
         confirmed = chunk or ["<previewed keys>"]
-        pick = sqlf.render("pick_keys", frags, {**values, "confirmed_keys": coltypes.bind_compared_values(
-            confirmed, dialect)})
+        pick = sqlf.render("pick_keys", frags, {**values, "confirmed_keys": c.bind(confirmed)})
     else:
-        pick = sqlf.render("pick", frags, {**values, "batch_n": n,
-                                           "last_key": _bind_key(binding["last_key"], dialect)})
+        pick = sqlf.render("pick", frags, {**values, "batch_n": n, "last_key": c.bind([binding["last_key"]])[0]})
     steps = [Step("pick", pick, repeat=True)]
     if q.data_table:
         if opts.mode == "move":
@@ -219,10 +214,8 @@ def _object(label: str, frags: dict[str, str]) -> str:
 
 def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     opts: ArchiveOptions = plan.options  # type: ignore[assignment]
-    q = plan.queue
-    frags = _frags(q, runner.dialect, plan.observed["archive"])
-    values = {"cutoff": plan.observed["cutoff"],
-              "done_values": coltypes.bind_compared_values(q.done_values, runner.dialect)}
+    frags = _frags(runner.compiled, plan.observed["archive"])
+    values = {"cutoff": plan.observed["cutoff"], "done_values": runner.compiled.values["done_values"]}
     binding = {"keys": plan.observed.get("keys"), "last_key": plan.observed.get("last_key")}
     chunks = _chunks(binding["keys"], opts)
     confirmed = int(plan.observed["count"])
@@ -234,13 +227,13 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
                 return []
             chunk = chunks.pop(0)  # at most min(batch size, what is left of the count) keys
         with transaction(runner.session):
-            steps = _steps(q, opts, frags, runner.dialect, values, n, binding=binding, chunk=chunk)
+            steps = _steps(runner.compiled, opts, frags, values, n, binding=binding, chunk=chunk)
             pick = steps[0]
             picked = [r["item"] for r in runner.execute(pick.statement, step=pick.label)]
             if not picked:
                 return []
             removed: list[Any] = []
-            for step in _steps(q, opts, frags, runner.dialect, values, n, picked, binding=binding, chunk=chunk)[1:]:
+            for step in _steps(runner.compiled, opts, frags, values, n, picked, binding=binding, chunk=chunk)[1:]:
                 rows = runner.execute(step.statement, step=step.label, obj=_object(step.label, frags))
                 if step.label == "delete queue rows":
                     removed = [r["item"] for r in rows]

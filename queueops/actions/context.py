@@ -1,5 +1,6 @@
-"""What an action module gets: at plan time a read-only session and the queue's fragments; at run
-time the action session, a way to report progress and to record committed rows in the audit."""
+"""What an action module gets: at plan time a read-only session and the queue's compiled mapping; at
+run time the action session, the same mapping, a way to report progress and to record committed
+rows in the audit."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
-from queueops import sqlfiles
+from queueops import mapping, sqlfiles
 from queueops.actions import audit, executor
 from queueops.actions.model import ActionError, Plan, Progress, ProgressCallback
 from queueops.actions.session import Session, open_session, statement_timeout
 from queueops.config import Config, Queue, Target
-from queueops.fragments import fragments_for
 from queueops.identifiers import identifier_problem, quote_table
 
 
@@ -33,8 +34,14 @@ class PlanContext:
     def sql(self, name: str) -> sqlfiles.SqlFile:
         return sqlfiles.load(self.dialect, f"actions/{name}")
 
+    @cached_property
+    def compiled(self) -> mapping.CompiledQueue:
+        """The queue's mapping (names, values, predicates), compiled once for the plan."""
+        return mapping.compile_queue(self.queue, self.dialect)
+
     def frags(self) -> dict[str, str]:
-        return fragments_for(self.queue, self.dialect)
+        """The queue's quoted names and predicates, a copy the action may add to."""
+        return dict(self.compiled.names)
 
     def cutoff(self, age_s: float) -> datetime:
         """The database clock minus ``age_s`` (fixed here, reused by the execution), read as the
@@ -45,8 +52,7 @@ class PlanContext:
         else:
             whole = int(age_s)
             values = {"age_whole_s": whole, "age_ms_part": int(round((age_s - whole) * 1000))}
-        return self.session.run(sqlf.render("clock", {"clock": fragments_for(self.queue, self.dialect)["clock"]},
-                                            values))[0]["cutoff"]
+        return self.session.run(sqlf.render("clock", {"clock": self.compiled.names["clock"]}, values))[0]["cutoff"]
 
     def quoted_table(self, name: str, schema: str | None, what: str) -> str:
         """A table named by the operator (hostile input): validated, then quoted."""
@@ -94,10 +100,15 @@ class Runner:
                                 obj=obj or self.plan.observed.get("qualified_table") or self.table,
                                 preview=self.plan.preview, poll=poll, poll_interval_s=poll_interval_s)
 
+    @cached_property
+    def compiled(self) -> mapping.CompiledQueue:
+        """The queue's mapping, compiled as the plan's was (same config, no catalog types)."""
+        return mapping.compile_queue(self.plan.queue, self.dialect)
+
     @property
     def table(self) -> str:
         """The queue's table, quoted: the object of a statement that names no other."""
-        return fragments_for(self.plan.queue, self.dialect)["table"]
+        return self.compiled.table
 
     def set_statement_timeout(self, timeout_ms: int) -> None:
         """Change the bound of the following statements (a logged SET on PostgreSQL)."""

@@ -49,7 +49,6 @@ from queueops.actions.session import (
 )
 from queueops.config import Queue
 from queueops.engine import TargetError
-from queueops.fragments import qualified_name
 from queueops.identifiers import identifier_problem, quote_ident, quote_table
 
 POLL_S = 0.5
@@ -124,7 +123,7 @@ def _pg_index(run: Callable[[Any], list[dict[str, Any]]], sqlf: Any, table: dict
 def _plan_pg(ctx: PlanContext) -> Plan:
     q, opts = ctx.queue, ctx.options
     sqlf, frags = ctx.sql("rebuild"), ctx.frags()
-    qualified = qualified_name(q, "postgresql")
+    qualified = ctx.compiled.table
     table = ctx.session.run(sqlf.render("table", {}, {"qualified_table": qualified}))[0]
     if not table["table_exists"]:
         raise ActionError(f"table {qualified} of queue {q.name!r} does not exist")
@@ -195,7 +194,7 @@ def _plan_pg(ctx: PlanContext) -> Plan:
 def _plan_mssql(ctx: PlanContext) -> Plan:
     q, opts = ctx.queue, ctx.options
     sqlf, frags = ctx.sql("rebuild"), ctx.frags()
-    qualified = qualified_name(q, "mssql")
+    qualified = ctx.compiled.table
     server = ctx.session.run(sqlf.render("server", {}, {"qualified_table": qualified}))[0]
     if not server["table_exists"]:
         raise ActionError(f"table {qualified} of queue {q.name!r} does not exist")

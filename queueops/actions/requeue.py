@@ -26,13 +26,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from queueops import coltypes, readiness, sqlfiles
+from queueops import mapping, readiness, sqlfiles
 from queueops.actions.batches import run_batches
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import batch_count
 from queueops.actions.model import SAMPLE_ROWS, ActionError, NotOffered, Plan, Preview, RequeueOptions, Step
 from queueops.config import Queue
-from queueops.fragments import fragments_for
 
 LIMIT_ALL = 2**31 - 1
 # The selected keys' predicate, put beside {open_and} (in every requeue block's WHERE, once): the key
@@ -43,15 +42,14 @@ _KEYS_AND = " AND {key} IN (:keys)"
 
 def _render(sqlf: sqlfiles.SqlFile, block: str, frags: dict[str, str], values: dict[str, Any],
             keys: list[Any] | None) -> sqlfiles.Statement:
-    """A requeue block, restricted to ``keys`` when given."""
+    """A requeue block, restricted to ``keys`` (already bound, :meth:`CompiledQueue.bind`) when given."""
     if not keys:
         return sqlf.render(block, frags, values)
     text = sqlf.block(block)
     if text.count("{open_and}") != 1:
         raise ActionError(f"internal: requeue block {block!r} cannot be restricted to keys")
     return sqlfiles.render(text.replace("{open_and}", "{open_and}" + _KEYS_AND), sqlf.dialect, frags,
-                           {**values, "keys": coltypes.bind_compared_values(list(keys), sqlf.dialect)},
-                           name=sqlf.name)
+                           {**values, "keys": keys}, name=sqlf.name)
 
 
 def check(queue: Queue, opts: RequeueOptions) -> None:
@@ -93,9 +91,9 @@ def _preset_rule(queue: Queue) -> tuple[str, str]:
     return presets.get(queue.preset).action_rule("requeue")
 
 
-def _values(queue: Queue, cutoff: Any, dialect: str) -> dict[str, Any]:
-    return {"cutoff": cutoff, "processing_values": coltypes.bind_compared_values(queue.processing_values, dialect),
-            "ready_value": queue.ready_values[0]}
+def _values(c: mapping.CompiledQueue, cutoff: Any) -> dict[str, Any]:
+    return {"cutoff": cutoff, "processing_values": c.values["processing_values"],
+            "ready_value": c.queue.ready_values[0]}
 
 
 def _follow(queue: Queue, frags: dict[str, str], bump: bool) -> tuple[str, dict[str, str]]:
@@ -126,7 +124,7 @@ def _escalation_warning(ctx: PlanContext, q: Queue) -> list[str]:
     if need is None:
         return []
     rows = ctx.session.run(sqlfiles.load("mssql", "catalog_indexes").render(
-        values={"qualified_table": fragments_for(q, "mssql")["table"]}))
+        values={"qualified_table": ctx.compiled.table}))
     if indexadvice.served(need, indexadvice.indexes_from_rows(rows)):
         return []
     return [f"no index delivers the stuck items in order ({', '.join(need.columns)}): each batch reads and sorts "
@@ -163,22 +161,23 @@ def plan(ctx: PlanContext) -> Plan:
     # lease_ready = "past": what is held too long is a lock further ahead than the timeout.
     cutoff = ctx.cutoff(-timeout if follow == "_follow_past" else timeout)
     sqlf, kind = ctx.sql("requeue"), q.kind
-    values = _values(q, cutoff, ctx.dialect)
+    values = _values(ctx.compiled, cutoff)
     limit = opts.max_items or LIMIT_ALL
     # Lease items whose error is set failed: never released (blocks *_unfailed; *_follow say it
     # with {failed}, which error_at refines).
     unfailed = "_unfailed" if kind == "lease" and q.error_column and not follow else ""
     keys = opts.keys
+    bound = ctx.compiled.bind(keys) if keys else None  # as compared with the key column
     count = int(ctx.session.run(_render(sqlf, f"count_{kind}{follow}{unfailed}", frags,
-                                        {**values, "limit_n": limit}, keys))[0]["n"])
+                                        {**values, "limit_n": limit}, bound))[0]["n"])
     # With keys the preview lists every selected item that qualifies: exactly what a batch takes.
     sample = ctx.session.run(_render(sqlf, f"sample_{kind}{follow}{unfailed}", frags,
-                                     {**values, "sample_n": len(keys) if keys else SAMPLE_ROWS}, keys))
+                                     {**values, "sample_n": len(keys) if keys else SAMPLE_ROWS}, bound))
     if follow:
         block = f"batch_{kind}{follow}"
     else:
         block = (f"batch_{kind}_attempts" if opts.bump_attempts else f"batch_{kind}") + unfailed
-    batch_stmt = _render(sqlf, block, frags, {**values, "batch_n": opts.batch_size}, keys)
+    batch_stmt = _render(sqlf, block, frags, {**values, "batch_n": opts.batch_size}, bound)
     what = "lease(s)" if kind == "lease" else "processing item(s)"
     batches = batch_count(count, opts.batch_size)
     warnings = []
@@ -193,7 +192,7 @@ def plan(ctx: PlanContext) -> Plan:
                         "compare the lease value (compare-and-set), or the item is processed twice")
     held = (f"locked further ahead than {timeout:g} s" if follow == "_follow_past"
             else f"older than {timeout:g} s")
-    warnings += _exhausted_warning(ctx, q, sqlf, follow, frags, values, keys, what, held)
+    warnings += _exhausted_warning(ctx, q, sqlf, follow, frags, values, bound, what, held)
     if keys and count < len(keys):
         warnings.append(f"{count} of the {len(keys)} selected key(s) qualify; the others are not released: not "
                         f"{held}, failed, exhausted, already free or not found")
@@ -227,11 +226,12 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
     opts: RequeueOptions = plan.options  # type: ignore[assignment]
     q = plan.queue
     sqlf = runner.sql("requeue")
-    follow, frags = _follow(q, fragments_for(q, runner.dialect), opts.bump_attempts)
-    values = _values(q, plan.observed["cutoff"], runner.dialect)
+    follow, frags = _follow(q, dict(runner.compiled.names), opts.bump_attempts)
+    values = _values(runner.compiled, plan.observed["cutoff"])
+    keys = runner.compiled.bind(opts.keys) if opts.keys else None
 
     def batch(n: int) -> list[Any]:
-        rows = runner.execute(_render(sqlf, plan.observed["block"], frags, {**values, "batch_n": n}, opts.keys),
+        rows = runner.execute(_render(sqlf, plan.observed["block"], frags, {**values, "batch_n": n}, keys),
                               step="batch")
         return [r["item"] for r in rows]
 
@@ -244,7 +244,7 @@ def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
                     "sessions (skipped)")
     unfailed = "_unfailed" if q.kind == "lease" and q.error_column and not follow else ""
     left = int(runner.execute(_render(sqlf, f"count_{q.kind}{follow}{unfailed}", frags,
-                                      {**values, "limit_n": LIMIT_ALL}, opts.keys))[0]["n"])
+                                      {**values, "limit_n": LIMIT_ALL}, keys))[0]["n"])
     if left:
         summaries.append({"left": left, "note": "still older than the cutoff, not released: held by other sessions "
                                                 "(skipped, never waited for), beyond --max-items, or entered the set "

@@ -24,7 +24,6 @@ from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import pick_cause, terminate_changed, terminate_refusal
 from queueops.actions.model import ActionError, Plan, Preview, Refused, Step, TerminateOptions
 from queueops.config import Config, Queue, Target
-from queueops.fragments import qualified_name
 
 # A snapshot holder counts as the root cause from the judge's old-snapshot level (the same age from
 # which the console shows it and the alerts fire), unless the queue's thresholds say otherwise.
@@ -95,7 +94,7 @@ def plan(ctx: PlanContext) -> Plan:
         raise ActionError("--cancel-only: SQL Server cannot cancel another session's statement without ending it; "
                           "KILL ends the session (its transaction rolls back)")
     sqlf = ctx.sql("terminate")
-    qualified = qualified_name(q, dialect)
+    qualified = ctx.compiled.table
     floor = min_age_s(q, opts)
     deny = ctx.cfg.actions.terminate_deny_logins
     own = ctx.session.session_id

@@ -17,15 +17,15 @@ written depends on the direction:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from queueops import coltypes
+from queueops import coltypes, mapping
 from queueops.actions.context import PlanContext, Runner
 from queueops.actions.decide import new_watermark
 from queueops.actions.model import SAMPLE_ROWS, ActionError, Conflict, Plan, Preview, Step, WatermarkOptions
 from queueops.actions.session import transaction
 from queueops.config import Queue
-from queueops.fragments import fragments_for
 
 
 def check(queue: Queue, opts: WatermarkOptions) -> None:
@@ -45,11 +45,10 @@ def _integral(value: Any) -> bool:
         return False
 
 
-def _pending(queue: Queue, dialect: str) -> dict[str, Any]:
-    # A processing item may come back (requeue, failure): keep it reachable too.
-    if queue.kind != "status":
-        return {}
-    return {"pending_values": coltypes.bind_compared_values([*queue.ready_values, *queue.processing_values], dialect)}
+def _pending(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A status queue's pending values (ready and processing: a processing item may come back), from
+    its compiled mapping's values; none for another kind."""
+    return {"pending_values": values["pending_values"]} if "pending_values" in values else {}
 
 
 def plan(ctx: PlanContext) -> Plan:
@@ -59,11 +58,11 @@ def plan(ctx: PlanContext) -> Plan:
     sqlf, frags = ctx.sql("watermark_reset"), ctx.frags()
     # Arithmetic on the key and the watermark needs integers: refuse a GUID or text key by its type.
     types = coltypes.read_types_with(ctx.session.run, ctx.dialect, [q])
-    for p in coltypes.problems(q, types, ctx.dialect):
+    for p in mapping.compile_queue(q, ctx.dialect, types).problems:
         if p.field in ("key", "watermark.column"):
             raise ActionError(f"{p.field} = {p.value!r} {p.message.removesuffix('; watermark_drift not collected')}"
                               "; nothing to reset")
-    obs = ctx.session.run(sqlf.render(f"observe_{q.kind}", frags, _pending(q, ctx.dialect)))[0]
+    obs = ctx.session.run(sqlf.render(f"observe_{q.kind}", frags, _pending(ctx.compiled.values)))[0]
     if int(obs["wm_rows"]) != 1:
         raise ActionError(f"watermark table {q.watermark.table!r} has {obs['wm_rows']} rows; a watermark is one row")
     old, lowest = obs["old_value"], obs["lowest_pending"]
@@ -77,7 +76,7 @@ def plan(ctx: PlanContext) -> Plan:
     new = new_watermark(lowest, buffer)
     stranded = int(obs["stranded"])
     sample = ctx.session.run(sqlf.render(f"sample_{q.kind}", frags,
-                                         {**_pending(q, ctx.dialect), "old_value": old, "sample_n": SAMPLE_ROWS}))
+                                         {**_pending(ctx.compiled.values), "old_value": old, "sample_n": SAMPLE_ROWS}))
     changes = new != old
     back = new < old
     steps = _steps(sqlf, frags, new, old, back)
@@ -113,11 +112,10 @@ def _steps(sqlf: Any, frags: dict[str, str], new: Any, old: Any, back: bool) -> 
 
 
 def run(plan: Plan, runner: Runner) -> list[dict[str, Any]]:
-    q = plan.queue
     old, new = plan.observed["old_value"], plan.observed["new_value"]
     if not plan.observed["changes"]:
         return [{"old_value": old, "new_value": new, "written": False}]
-    frags = fragments_for(q, runner.dialect)
+    frags = runner.compiled.names
     steps = _steps(runner.sql("watermark_reset"), frags, new, old, new < old)
     obj = frags.get("wm_table", "")
     if new < old:

@@ -24,10 +24,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from collectors import registry, runner
-from queueops import coltypes, readiness, sqlfiles
+from queueops import coltypes, mapping, readiness, sqlfiles
 from queueops.commands.common import add_config_arg, load_config, print_json
 from queueops.config import Config, Queue, Target
-from queueops.fragments import fragments_for, qualified_name
 from queueops.identifiers import quote_table
 
 ACTIONS = ("requeue", "archive", "watermark-reset", "rebuild", "terminate")
@@ -124,7 +123,7 @@ def target_statements(cfg: Config, target: Target, collectors: list[str] | None 
                    "config check --live, with each login")
         for q in cfg.queues_of(target.name):
             yield _row(target, q, "catalog", "server_check", "server_check:table",
-                       check.render("table", {}, {"qualified_table": qualified_name(q, "mssql")}),
+                       check.render("table", {}, {"qualified_table": mapping.compile_queue(q, "mssql").table}),
                        "config check --live, with each login")
     queues = cfg.queues_of(target.name)
     pairs = [(quote_table(s or ("dbo" if target.dialect == "mssql" else "public"), t, target.dialect), c)
@@ -157,7 +156,7 @@ def queue_collectors(target: Target, queue: Queue, collectors: list[str] | None 
 
 def queue_catalog(target: Target, queue: Queue) -> Iterator[Rendered]:
     """The live check's and the actions' catalog reads of one queue table."""
-    values = {"qualified_table": qualified_name(queue, target.dialect)}
+    values = {"qualified_table": mapping.compile_queue(queue, target.dialect).table}
     yield _row(target, queue, "catalog", "catalog_columns", "catalog_columns:main",
                sqlfiles.load(target.dialect, "catalog_columns").render("main", {}, values))
     if target.dialect == "mssql":
@@ -216,9 +215,9 @@ def action_statements(cfg: Config, target: Target, queue: Queue, action: str) ->
         yield _refused(target, queue, action, str(exc))
         return
     session = sqlfiles.load(dialect, "actions/session")
-    base = {"qualified_table": qualified_name(queue, dialect), "sample_n": SAMPLE_ROWS,
-            "limit_n": requeue.LIMIT_ALL}
-    frags = fragments_for(queue, dialect)
+    compiled = mapping.compile_queue(queue, dialect)
+    base = {"qualified_table": compiled.table, "sample_n": SAMPLE_ROWS, "limit_n": requeue.LIMIT_ALL}
+    frags = dict(compiled.names)
     if dialect == "postgresql":
         from queueops.actions.session import IDLE_IN_TRANSACTION_MS
 
@@ -236,7 +235,7 @@ def action_statements(cfg: Config, target: Target, queue: Queue, action: str) ->
         whole = int(age_s)
         values = ({"age_s": float(age_s)} if dialect == "postgresql"
                   else {"age_whole_s": whole, "age_ms_part": int(round((age_s - whole) * 1000))})
-        return _row(target, queue, "action", action, "actions/session:clock", session.render("clock", {"clock": fragments_for(queue, dialect)["clock"]}, values),
+        return _row(target, queue, "action", action, "actions/session:clock", session.render("clock", {"clock": compiled.names["clock"]}, values),
                     "the cutoff: read once by the preview, bound into the statements below")
 
     def blocks(name: str, chosen: list[str], f: dict[str, str], values: dict[str, Any]) -> Iterator[Rendered]:
@@ -261,7 +260,7 @@ def action_statements(cfg: Config, target: Target, queue: Queue, action: str) ->
         chosen = [f"count_{kind}{follow}{unfailed}", f"sample_{kind}{follow}{unfailed}"]
         chosen += ([f"batch_{kind}{follow}"] if follow else
                    [f"batch_{kind}{unfailed}"] + ([f"batch_{kind}_attempts{unfailed}"] if queue.attempts_column else []))
-        values = {**requeue._values(queue, Observed(OBSERVED["cutoff"]), dialect),  # noqa: SLF001
+        values = {**requeue._values(compiled, Observed(OBSERVED["cutoff"])),  # noqa: SLF001
                   "batch_n": opts.batch_size}
         yield from blocks("requeue", chosen, f, values)
         if dialect == "mssql":  # the preview's index read: may a batch escalate to a table lock?
@@ -273,12 +272,12 @@ def action_statements(cfg: Config, target: Target, queue: Queue, action: str) ->
         extra = {"archive_table": quote_table(schema, "<archive-table>", dialect)}
         if queue.data_table:
             extra["archive_data_table"] = quote_table(schema, "<archive-data-table>", dialect)
-        f = archive._frags(queue, dialect, extra)  # noqa: SLF001
-        values = {"done_values": coltypes.bind_compared_values(queue.done_values, dialect), "batch_n": opts.batch_size,
+        f = archive._frags(compiled, extra)  # noqa: SLF001
+        values = {"done_values": compiled.values["done_values"], "batch_n": opts.batch_size,
                   "sample_n": archive.KEYS_MAX + 1}
         sqlf = sqlfiles.load(dialect, "actions/archive")
-        for table in ([qualified_name(queue, dialect), extra["archive_table"]]
-                      + ([quote_table(schema, queue.data_table, dialect), extra["archive_data_table"]]
+        for table in ([compiled.table, extra["archive_table"]]
+                      + ([compiled.data_table, extra["archive_data_table"]]
                          if queue.data_table else [])):
             yield _row(target, queue, "action", action, "actions/archive:columns",
                        sqlf.render("columns", {}, {"qualified_table": table}), "--mode move only")
@@ -286,7 +285,7 @@ def action_statements(cfg: Config, target: Target, queue: Queue, action: str) ->
     elif action == "watermark-reset":
         sqlf = sqlfiles.load(dialect, "actions/watermark_reset")
         chosen = [b for b in sqlf.blocks if _for_kind(b, queue.kind)]
-        yield from blocks("watermark_reset", chosen, frags, watermark._pending(queue, dialect))  # noqa: SLF001
+        yield from blocks("watermark_reset", chosen, frags, watermark._pending(compiled.values))  # noqa: SLF001
     elif action == "rebuild":
         sqlf = sqlfiles.load(dialect, "actions/rebuild")
         values = {"wait_minutes": opts.wait_minutes, "max_duration_minutes": opts.max_duration_minutes}

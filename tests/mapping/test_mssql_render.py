@@ -191,7 +191,7 @@ def test_a_lease_error_column_is_honoured_and_a_missing_schema_is_dbo(tmp_path: 
         stmt = runner.build_statement(c, target, [simple])
         if stmt is not None and "SimpleQueue" in stmt.sql:
             assert "[dbo].[SimpleQueue]" in stmt.sql and " [SimpleQueue]" not in stmt.sql, c.name
-    assert runner.queue_values(simple, "mssql")["qualified_table"] == "[dbo].[SimpleQueue]"
+    assert runner.compiled(simple, "mssql").values["qualified_table"] == "[dbo].[SimpleQueue]"
 
 
 def _rows(index_id: int, name: str, cols: list[str], filt: str | None = None) -> list[dict[str, object]]:
@@ -293,7 +293,7 @@ def test_text_values_are_compared_as_varchar_so_the_index_is_sought(tmp_path: Pa
     ``{status} IN (...)`` of the collectors and the actions casts an ASCII value to varchar (sought on
     varchar and nvarchar columns alike), and so does archive with the text keys it picked; a
     non-ASCII value and integers stay plain parameters."""
-    from queueops import coltypes
+    from queueops import mapping
     from queueops.actions import archive, requeue, watermark
     from queueops.actions.model import ArchiveOptions
 
@@ -315,13 +315,14 @@ def test_text_values_are_compared_as_varchar_so_the_index_is_sought(tmp_path: Pa
             assert [_kind(e) for e in elements] == ["bound"], name
     assert seen >= 4  # depth's ready / processing / done, oldest_age_s, stuck_leases
     # The actions' WHERE clauses: requeue's UPDATE, archive's DELETE, the watermark's pending rows.
-    values = requeue._values(odd, "2026-01-01", "mssql")
+    compiled = mapping.compile_queue(odd, "mssql")
+    values = requeue._values(compiled, "2026-01-01")
     stmt = sqlfiles.load("mssql", "actions/requeue").render(
         "batch_status", {"status_changed_at": "[ChangedAt]", **fragments_for(odd, "mssql")}, {**values, "batch_n": 10})
     assert [[_kind(e) for e in el] for el in _status_in_lists(parse(stmt), "State")] == [["VARCHAR(8000)"]]
     # Archive: the batch's DELETE re-checks the done statuses and seeks the picked keys (text keys cast too).
-    steps = archive._steps(odd, ArchiveOptions(), archive._frags(odd, "mssql", {}), "mssql",
-                           {"cutoff": "2026-01-01", "done_values": coltypes.bind_compared_values(["done"], "mssql")},
+    steps = archive._steps(compiled, ArchiveOptions(), archive._frags(compiled, {}),
+                           {"cutoff": "2026-01-01", "done_values": compiled.values["done_values"]},
                            10, ["k-1", "k-2", 3], binding={"keys": ["k-1", "k-2", 3], "last_key": None},
                            chunk=["k-1", "k-2", 3])
     pick = parse(steps[0].statement)  # the previewed keys the batch may take: text keys cast too
@@ -329,10 +330,10 @@ def test_text_values_are_compared_as_varchar_so_the_index_is_sought(tmp_path: Pa
     delete = parse(next(s.statement for s in steps if s.label == "delete queue rows"))
     assert [[_kind(e) for e in el] for el in _status_in_lists(delete, "State")] == [["VARCHAR(8000)"]]
     assert [[_kind(e) for e in el] for el in _status_in_lists(delete, "Id")] == [["VARCHAR(8000)"] * 2 + ["bound"]]
-    assert watermark._pending(odd, "mssql")["pending_values"] == [
+    assert watermark._pending(compiled.values)["pending_values"] == [
         sqlfiles.Cast("new", "varchar(8000)"), "prêt", sqlfiles.Cast("running", "varchar(8000)")]
     # PostgreSQL types the values in the statement itself (ARRAY[...]::{status_type}[]): no cast there.
-    assert requeue._values(odd, "2026-01-01", "postgresql")["processing_values"] == ["running"]
+    assert requeue._values(mapping.compile_queue(odd, "postgresql"), "2026-01-01")["processing_values"] == ["running"]
 
 
 def test_a_cast_names_a_plain_type_only() -> None:

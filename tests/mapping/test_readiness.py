@@ -483,7 +483,7 @@ def test_the_readiness_statements_render_as_t_sql_that_parses(tmp_path: Path) ->
     import sqlglot
     from sqlglot import exp
 
-    from queueops import sqlfiles
+    from queueops import mapping, sqlfiles
     from queueops.actions import requeue
     from queueops.fragments import fragments_for
 
@@ -515,7 +515,7 @@ def test_the_readiness_statements_render_as_t_sql_that_parses(tmp_path: Path) ->
             if bump and not q.attempts_column:
                 continue
             follow, frags = requeue._follow(q, fragments_for(q, "mssql"), bump)
-            values = {**requeue._values(q, "2026-01-01", "mssql"), "limit_n": 10, "sample_n": 10, "batch_n": 10}
+            values = {**requeue._values(mapping.compile_queue(q, "mssql"), "2026-01-01"), "limit_n": 10, "sample_n": 10, "batch_n": 10}
             for block in (f"count_{q.kind}{follow}", f"sample_{q.kind}{follow}", f"batch_{q.kind}{follow}"):
                 texts[(block, q.name, bump)] = parse(sqlf.render(block, frags, values))
     assert "UPDATE picked SET [locked_at] = NULL, [locked_by] = NULL OUTPUT" in " ".join(
