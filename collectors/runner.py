@@ -12,7 +12,6 @@ next collector runs on the same connection at once.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -68,9 +67,6 @@ def target_lists(queues: Sequence[mapping.CompiledQueue]) -> dict[str, list[str]
         "lease_names": [v["lease_name"] for v in vals],
         "due_names": [v["due_name"] for v in vals],
         "error_names": [v["error_name"] for v in vals],
-        # Each queue's processing values as one JSON text (stuck_leases' prelude matches them with a
-        # partial index's predicate: the library's own index, issue 29).
-        "processing_sets": [json.dumps(v["processing_values_text"]) for v in vals],
         # What each queue's naive times hold: 'UTC' or '' (the session's zone); see fragments.clock.
         "naive_zones": ["UTC" if c.queue.naive_times == "utc" and c.dialect == "postgresql" else "" for c in queues],
         # open_when_null's columns, one a line ('' with a partition or expiry: more than those

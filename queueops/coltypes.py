@@ -356,7 +356,23 @@ def status_read_fragments(q: Queue, status: ColumnType | None, lists: dict[str, 
     out["age_match"] = out["ready_match"] if status is None or not first else "= u.s"
     out["age_order"] = f"{col}, {quote_ident(q.key, 'postgresql')}" if first else out["status_order"]
     out["age_first"] = "true" if first else "false"  # LIMIT 1, else the cap (a bound value)
+    # stuck_leases: which read serves the processing items, from the catalog (issue 29): an index
+    # leading with the status column (an ordered read), else the library's partial index on exactly
+    # the processing values, read by {status} {processing_in} with the same constants as its
+    # predicate (so the planner proves it); with neither the same read finds them in the table.
+    out["stuck_indexed"] = "true" if seek else "false"
+    out["stuck_partial"] = "true" if exact_partial(status, q.processing_values) else "false"
+    out["processing_in"] = (out["processing_match"] if status is None
+                            else f"IN ({lists['processing_list']})")
     return out
+
+
+def exact_partial(status: ColumnType | None, values: Sequence[Any]) -> str | None:
+    """The partial index (catalog_types' partials) that holds exactly ``values``' rows, or None."""
+    if status is None:
+        return None
+    wanted = {str(v) for v in coerce_values(values, status)}
+    return next((name for name, vals, _ in status.partials if set(vals) == wanted), None)
 
 
 def _constant(value: int | str, cast: str, status: ColumnType | None) -> str:

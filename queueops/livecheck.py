@@ -299,14 +299,14 @@ def _pg_measured(conn: engine.Connection, stmt: sqlfiles.Statement) -> tuple[int
 
 
 def _pg_stuck_served(conn: engine.Connection, q: Queue) -> list[Finding]:
-    """Whether stuck_leases can be counted on ``q`` (issue 29): the collector's own prelude decides
-    it (an index leading with the lease or status column, or the library's partial index on exactly
-    the processing values); without one, on a table past the small-table limit, the collector
-    reports no value ("not counted"), and this says so with the index that fixes it."""
+    """Whether stuck_leases can be counted on a lease queue (issue 29): the collector's own prelude
+    decides it (an index leading with the lease column); without one, on a table past the
+    small-table limit, the collector reports no value ("not counted"), and this says so with the
+    index that fixes it. A status queue's stuck items are always counted (without an index that
+    serves them, by reading the table: the seek check names it, with the index)."""
     from collectors import runner
 
-    if q.kind not in ("lease", "status") or (q.kind == "lease" and not q.lease_column) \
-            or (q.kind == "status" and not (q.status_column and (q.status_changed_at or q.times_from))):
+    if q.kind != "lease" or not q.lease_column:
         return []
     sqlf = sqlfiles.load("postgresql", "stuck_leases")
     c = runner.compiled(q, "postgresql")
@@ -316,16 +316,12 @@ def _pg_stuck_served(conn: engine.Connection, q: Queue) -> list[Finding]:
     if not rows:
         return []
     r = rows[0]
-    served = r["lease_indexed"] if q.kind == "lease" else (r["status_indexed"] or r["status_partial"])
-    if served or r["small"] or r["is_view"]:
+    if r["lease_indexed"] or r["small"] or r["is_view"]:
         return []  # a view is refused as a queue (an error of its own, _not_a_table)
     need = indexadvice.needed("stuck_leases", q)
     fix = indexadvice.create_index(q, need, "postgresql") if need else ""
-    column = "lease column" if q.kind == "lease" else "status column"
-    alt = "" if q.kind == "lease" else (", and no partial index holds exactly the processing values "
-                                        f"{', '.join(map(str, q.processing_values))}")
     return [Finding("warning", q.name, "stuck_leases", q.table,
-                    f"not counted: no index leads with the {column}{alt}, and the table has {r['pages']} pages "
+                    f"not counted: no index leads with the lease column, and the table has {r['pages']} pages "
                     f"(over {runner.SMALL_TABLE_PAGES}, the collector does not read it whole): stuck_leases and "
                     "oldest_lease_age_s have no value", fix)]
 

@@ -47,3 +47,25 @@ def test_a_column_of_the_wrong_type_drops_its_fragment_and_is_a_mapping_error() 
     # The collector that needs it renders nothing for this queue; the one that does not still does.
     assert runner.build_statement(registry.by_name("oldest_age_s"), cfg.targets[0], [q], _types("int8")) is None
     assert runner.build_statement(registry.by_name("depth"), cfg.targets[0], [q], _types("int8")) is not None
+
+
+def test_the_stuck_read_is_chosen_from_the_catalog_types() -> None:
+    """stuck_leases reads the processing items through what catalog_types reported (issue 29): an
+    index leading with the status column, else a partial index on exactly the processing values;
+    with neither the same bounded read, and its note says the table is read."""
+    cfg = _cfg()
+    q, table = cfg.queues[0], '"s"."jobs"'
+    base = _types("timestamptz")[(table, "state")]
+
+    def frags(**kw: object) -> dict[str, str]:
+        types = {**_types("timestamptz"), (table, "state"): coltypes.ColumnType(**{**base.__dict__, **kw})}
+        return dict(mapping.compile_queue(q, "postgresql", types).fragments)
+
+    assert (frags(leads_index=True)["stuck_indexed"], frags(leads_index=True)["stuck_partial"]) == ("true", "false")
+    served = frags(partials=(("jobs_doing", ("doing",), '"id"'),))
+    assert (served["stuck_indexed"], served["stuck_partial"]) == ("false", "true")
+    assert served["processing_in"] == "IN ('doing'::\"s\".\"job_state\")"
+    wider = frags(partials=(("jobs_open", ("todo", "doing"), '"id"'),))  # a superset is not relied on
+    assert (wider["stuck_indexed"], wider["stuck_partial"]) == ("false", "false")
+    stmt = runner.build_statement(registry.by_name("stuck_leases"), cfg.targets[0], [q], {})
+    assert stmt is not None and "read of every " in stmt.sql and "doing" in stmt.params

@@ -41,10 +41,11 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
              ORDER BY 1) AS then_columns,
        -- The library's partial indexes on status values (issue 29: procrastinate's WHERE status = 'todo',
        -- pgqueuer's WHERE status = 'queued'): a valid btree index whose predicate is the column alone,
-       -- col = ? or col = ANY (ARRAY[?, ...]) (read from pg_get_expr's text as stuck_leases' prelude
-       -- does), with plain key columns: its name, the values it holds, and its key as an ORDER BY
-       -- (names quoted here, directions and NULLS placement as the index has them), so that a count
-       -- of one of those values reads that index in its order and stops at the cap.
+       -- col = ? or col = ANY (ARRAY[?, ...]) (read from pg_get_expr's text: the one place that parses
+       -- it; depth, oldest_age_s and stuck_leases read the result through the compiled mapping), with
+       -- plain key columns: its name, the values it holds, and its key as an ORDER BY (names quoted
+       -- here, directions and NULLS placement as the index has them), so that a count of one of
+       -- those values reads that index in its order and stops at the cap.
        -- A partitioned table (pg-boss's job): such an index on every partition (pg-boss creates
        -- its indexes on each queue's partition, none on the parent).
        (SELECT json_agg(json_build_object('name', g.name, 'values', g.vals, 'order', g.ord) ORDER BY g.name)

@@ -8,69 +8,43 @@
 -- Stuck leases are the oldest leases, so they are counted among the first :cap leased rows in
 -- lease order (an ordered index-only read that stops at the cap) rather than with a range
 -- condition the planner might answer with a bitmap scan of every match.
--- status kind: processing items whose status_changed_at is older than the timeout, read through
--- (status_changed_at may be a correlated read of the queue's times_from side table: procrastinate)
--- an index that leads with the status column (same rule). Counts are bounded by :cap.
--- The index lookups run once for every queue of the target (block 'prelude', a WITH clause the
+-- status kind: processing items whose status_changed_at is older than the timeout (it may be a
+-- correlated read of the queue's times_from side table: procrastinate), read through an index
+-- that leads with the status column or the library's partial index on exactly the processing
+-- values, both as the catalog types reported them ({stuck_indexed}, {stuck_partial}: the queue's
+-- compiled mapping). Without either the processing items are still counted, by a read of the
+-- table until the cap of them is found: a stuck count never vanishes (the set is small and the
+-- on-call engineer needs it); the note says so and config check --live gives the index. Counts
+-- are bounded by :cap.
+-- The table lookups run once for every queue of the target (block 'prelude', a WITH clause the
 -- runner puts before the per-queue blocks).
 -- @block prelude
 WITH queueops_q AS MATERIALIZED (
     -- A view has no pages of its own (relpages 0): it is never "small", whatever its base table holds.
-    SELECT t.queue, coalesce(c.relpages, 0) < :small_pages AND c.relkind IS DISTINCT FROM 'v' AS small,
-           c.relkind = 'v' AS is_view,
+    -- A partitioned table's pages are its partitions' (its own relpages are 0: pg-boss's job table
+    -- was taken for a small one), summed once here.
+    SELECT t.queue, sz.pages, sz.pages < :small_pages AND c.relkind IS DISTINCT FROM 'v' AS small,
+           c.relkind = 'v' AS is_view, c.relkind = 'p' AS partitioned,
            EXISTS (SELECT 1 FROM pg_index AS i
                    JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
                    WHERE i.indrelid = c.oid AND a.attname = t.lease_col AND i.indisvalid
                      AND (i.indpred IS NULL
                           OR pg_get_expr(i.indpred, i.indrelid) = format('(%I IS NOT NULL)', a.attname::text))
-                  ) AS lease_indexed,
-           EXISTS (SELECT 1 FROM pg_index AS i
-                   JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-                   WHERE i.indrelid = c.oid AND a.attname = t.status_col AND i.indisvalid AND i.indpred IS NULL
-                  ) AS status_indexed,
-           -- The library's own index (issue 29): a valid partial btree index WHERE status = 'doing'
-           -- (procrastinate_jobs_lock_idx_v1) or status IN (...) (pgqueuer_picked_heartbeat_idx),
-           -- whatever its key, holds exactly the processing rows when its predicate names the status
-           -- column alone and its values are the queue's processing_values: the status block's
-           -- partial read (the same values as constants, so the planner proves the predicate) reads
-           -- it and no other row. Read from pg_get_expr's text: each literal (with its cast) or
-           -- integer becomes ?, then the shape must be col = ? or col = ANY (ARRAY[?, ...]) (a
-           -- varchar column's (col)::text too), and the literals the same set as the values.
-           EXISTS (SELECT 1 FROM pg_index AS i
-                   JOIN pg_class AS ic ON ic.oid = i.indexrelid
-                   JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'
-                   JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attname = t.status_col
-                   CROSS JOIN LATERAL (SELECT pg_get_expr(i.indpred, i.indrelid) AS pred) AS p
-                   CROSS JOIN LATERAL (
-                       SELECT regexp_replace(regexp_replace(regexp_replace(p.pred,
-                                  '''(?:[^'']|'''')*''(::[a-zA-Z_][a-zA-Z0-9_ ."]*)?', '?', 'g'),
-                                  '\m\d+\M', '?', 'g'), '[\s()]|::text\[\]', '', 'g') AS shape,
-                              regexp_replace(quote_ident(t.status_col), '[\s()]', '', 'g')
-                              || CASE WHEN a.atttypid IN ('varchar'::regtype, 'bpchar'::regtype)
-                                      THEN '::text=' ELSE '=' END AS head,
-                              ARRAY(SELECT coalesce(replace(m[1], '''''', ''''), m[2])
-                                    FROM regexp_matches(p.pred, '''((?:[^'']|'''')*)''|\m(\d+)\M', 'g') AS m
-                                   ) AS vals
-                   ) AS f
-                   WHERE i.indrelid = c.oid AND i.indisvalid AND i.indpred IS NOT NULL
-                     AND left(f.shape, length(f.head)) = f.head
-                     AND substr(f.shape, length(f.head) + 1) ~ '^(\?|ANYARRAY\[\?(,\?)*\])$'
-                     AND f.vals @> t.processing AND f.vals <@ t.processing
-                  ) AS status_partial
-    FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:lease_names]::text[],
-                ARRAY[:status_names]::text[], ARRAY[:processing_sets]::text[])
-         AS t0 (queue, qualified, lease_col, status_col, processing_json)
-    CROSS JOIN LATERAL (SELECT t0.*, ARRAY(SELECT json_array_elements_text(t0.processing_json::json)) AS processing) AS t
+                  ) AS lease_indexed
+    FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:lease_names]::text[])
+         AS t (queue, qualified, lease_col)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
+    LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages
+                       FROM pg_partition_tree(c.oid) AS p JOIN pg_class AS pc ON pc.oid = p.relid
+                       WHERE c.relkind = 'p' AND p.isleaf) AS pt ON true
+    CROSS JOIN LATERAL (SELECT coalesce(pt.pages, c.relpages, 0) AS pages) AS sz
 )
 -- @block served
--- config check --live (issue 29): what the prelude found for each queue, so that a stuck_leases the
--- collector cannot count (no index serves its read on a table past :small_pages) is a warning with
--- the reason and the CREATE INDEX instead of a value silently absent.
-SELECT q.queue, q.small, q.is_view, q.lease_indexed, q.status_indexed, q.status_partial,
-       coalesce(c.relpages, 0) AS pages
+-- config check --live (issue 29): what the prelude found for a lease queue, so that a stuck_leases
+-- the collector cannot count (no lease index on a table past :small_pages) is a warning with the
+-- reason and the CREATE INDEX instead of a value silently absent.
+SELECT q.queue, q.small, q.is_view, q.lease_indexed, q.pages
 FROM queueops_q AS q
-LEFT JOIN pg_class AS c ON c.oid = to_regclass(:qualified_table)
 WHERE q.queue = :queue
 -- @block lease
 -- With error_column: an item whose lease AND error are set failed (the seeds' SimpleQueue keeps it
@@ -133,17 +107,18 @@ CROSS JOIN LATERAL (VALUES
 -- {processing_match}, {status_order}, see depth.sql) gives both the stuck count and the oldest
 -- change: each row costs a heap fetch (status_changed_at is not in the status index), so the two figures share it, and no cycle reads more than :cap rows per value.
 -- When a value has :cap processing items or more, the count covers only those read ('at least').
--- Without an index leading with the status column, the library's own partial index (prelude,
--- status_partial: procrastinate's WHERE status = 'doing', pgqueuer's WHERE status = 'picked') is
--- read instead: {status} IN ({processing_list}) repeats its predicate with the same constants (a
--- bound value or an unnest() element is unknown to the planner, which then cannot prove it), and
--- LIMIT :cap with no ORDER BY bounds the read by the cap whatever the index's key (issue 29).
+-- Without an index leading with the status column ({stuck_indexed} false), the library's own
+-- partial index ({stuck_partial}: procrastinate's WHERE status = 'doing', pgqueuer's WHERE status =
+-- 'picked', from catalog_types' partials) is read instead: {status} {processing_in} (IN the
+-- typed constants; untyped where the type is unknown) repeats its predicate with the same constants (a bound value or an unnest() element is unknown to the
+-- planner, which then cannot prove it), and LIMIT :cap with no ORDER BY bounds the read by the cap
+-- whatever the index's key (issue 29). With neither, the same read finds the processing items by
+-- reading the table (pg-boss's partitions: its only state index, job_i5, holds created and retry):
+-- still counted, noted 'read of every <value> row'.
 -- {worker_gone} (heartbeat_from, procrastinate): the item is stuck when no worker row vouches for
 -- it, whatever its status-change age (a key lookup of the worker per item read); NULL otherwise.
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed, q.status_partial AND NOT q.status_indexed AS partial,
-             q.status_indexed OR q.status_partial OR q.small AS counted
-      FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+FROM (SELECT q.small, q.is_view, q.partitioned FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT sum(x.n) AS n, min(x.oldest) AS oldest, max(x.seen) AS seen
     FROM (
@@ -153,27 +128,31 @@ CROSS JOIN LATERAL (
                    min(p.changed) AS oldest, count(*) AS seen
             FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone FROM {table} WHERE {status} {processing_match}{open_and}
                   ORDER BY {status_order} LIMIT :cap) AS p) AS x
-        WHERE ix.counted AND NOT ix.partial
+        WHERE {stuck_indexed}
         UNION ALL
-        SELECT x.* FROM (SELECT 1 WHERE ix.partial) AS g
+        SELECT x.* FROM (SELECT 1 WHERE NOT {stuck_indexed}) AS g
         CROSS JOIN LATERAL (
             SELECT count(*) FILTER (WHERE coalesce(p.gone, p.changed < {clock} - make_interval(secs => :lease_timeout_s))) AS n,
                    min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone FROM {table} WHERE {status} IN ({processing_list}){open_and}
+            FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone FROM {table} WHERE {status} {processing_in}{open_and}
                   LIMIT :cap) AS p) AS x
     ) AS x
 ) AS s
 CROSS JOIN LATERAL (VALUES
     ('stuck_leases', s.n::float8,
-     CASE WHEN s.n IS NULL THEN 'not counted: no index serves the read of processing items: none leads with the '
-                                || 'status column, none is partial on exactly the processing values (see missing_index)'
-          WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
-          WHEN ix.indexed OR ix.partial THEN 'exact' ELSE 'exact (small table, no status index)' END),
-    ('oldest_lease_age_s', CASE WHEN ix.counted THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
+     CASE WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
+          WHEN {stuck_indexed} OR {stuck_partial} THEN 'exact'
+          WHEN ix.small THEN 'exact (small table, no status index)'
+          ELSE 'exact (read of every ' || array_to_string(ARRAY[:processing_values_text]::text[], ' / ')
+               || ' row: no index serves it; see config check --live)' END),
+    ('oldest_lease_age_s', coalesce(extract(epoch FROM {clock} - s.oldest), 0)::float8,
      CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
-    ('missing_index', CASE WHEN ix.indexed OR ix.partial THEN 0 ELSE 1 END::float8,
-     CASE WHEN ix.indexed OR ix.partial THEN ''
+    ('missing_index', CASE WHEN {stuck_indexed} OR {stuck_partial} THEN 0 ELSE 1 END::float8,
+     CASE WHEN {stuck_indexed} OR {stuck_partial} THEN ''
           WHEN ix.is_view THEN 'a view: index the status column of its base table'
+          WHEN ix.partitioned THEN format('CREATE INDEX ON %s (%I, %I) (a partitioned table: CONCURRENTLY cannot run '
+                                          || 'on it; config check --live gives the lock-free way)',
+                                          :qualified_table::text, :status_name::text, :key_name::text)
           ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I, %I)', :qualified_table::text, :status_name::text, :key_name::text) END)
 ) AS v (metric, value, note)
 -- @block lease_follow
@@ -240,9 +219,7 @@ CROSS JOIN LATERAL (VALUES
 -- A status queue with max_attempts (issue 31): block status, except that a processing item at
 -- max_attempts is not stuck (released to a ready status, the library would never take it).
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT q.small, q.is_view, q.status_indexed AS indexed, q.status_partial AND NOT q.status_indexed AS partial,
-             q.status_indexed OR q.status_partial OR q.small AS counted
-      FROM queueops_q AS q WHERE q.queue = :queue) AS ix
+FROM (SELECT q.small, q.is_view, q.partitioned FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT sum(x.n) AS n, min(x.oldest) AS oldest, max(x.seen) AS seen
     FROM (
@@ -253,29 +230,32 @@ CROSS JOIN LATERAL (
                    min(p.changed) AS oldest, count(*) AS seen
             FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone, {exhausted} AS exhausted FROM {table} WHERE {status} {processing_match}{open_and}
                   ORDER BY {status_order} LIMIT :cap) AS p) AS x
-        WHERE ix.counted AND NOT ix.partial
+        WHERE {stuck_indexed}
         UNION ALL
-        SELECT x.* FROM (SELECT 1 WHERE ix.partial) AS g
+        SELECT x.* FROM (SELECT 1 WHERE NOT {stuck_indexed}) AS g
         CROSS JOIN LATERAL (
             SELECT count(*) FILTER (WHERE coalesce(p.gone, p.changed < {clock} - make_interval(secs => :lease_timeout_s))
                                    AND NOT p.exhausted) AS n,
                    min(p.changed) AS oldest, count(*) AS seen
             FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone, {exhausted} AS exhausted FROM {table}
-                  WHERE {status} IN ({processing_list}){open_and} LIMIT :cap) AS p) AS x
+                  WHERE {status} {processing_in}{open_and} LIMIT :cap) AS p) AS x
     ) AS x
 ) AS s
 CROSS JOIN LATERAL (VALUES
     ('stuck_leases', s.n::float8,
-     CASE WHEN s.n IS NULL THEN 'not counted: no index serves the read of processing items: none leads with the '
-                                || 'status column, none is partial on exactly the processing values (see missing_index)'
-          WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
-          WHEN ix.indexed OR ix.partial THEN {exact_note}
-          ELSE 'exact (small table, no status index)' END),
-    ('oldest_lease_age_s', CASE WHEN ix.counted THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
+     CASE WHEN s.seen >= :cap THEN 'at least (cap of processing items read)'
+          WHEN {stuck_indexed} OR {stuck_partial} THEN {exact_note}
+          WHEN ix.small THEN 'exact (small table, no status index)'
+          ELSE 'exact (read of every ' || array_to_string(ARRAY[:processing_values_text]::text[], ' / ')
+               || ' row: no index serves it; see config check --live)' END),
+    ('oldest_lease_age_s', coalesce(extract(epoch FROM {clock} - s.oldest), 0)::float8,
      CASE WHEN s.oldest IS NULL THEN 'no processing item' ELSE 'exact (oldest of at most the cap of processing items)' END),
-    ('missing_index', CASE WHEN ix.indexed OR ix.partial THEN 0 ELSE 1 END::float8,
-     CASE WHEN ix.indexed OR ix.partial THEN ''
+    ('missing_index', CASE WHEN {stuck_indexed} OR {stuck_partial} THEN 0 ELSE 1 END::float8,
+     CASE WHEN {stuck_indexed} OR {stuck_partial} THEN ''
           WHEN ix.is_view THEN 'a view: index the status column of its base table'
+          WHEN ix.partitioned THEN format('CREATE INDEX ON %s (%I, %I) (a partitioned table: CONCURRENTLY cannot run '
+                                          || 'on it; config check --live gives the lock-free way)',
+                                          :qualified_table::text, :status_name::text, :key_name::text)
           ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I, %I)', :qualified_table::text, :status_name::text, :key_name::text) END)
 ) AS v (metric, value, note)
 -- @block delete
