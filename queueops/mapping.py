@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from queueops import coltypes
@@ -114,9 +115,11 @@ def compile_queue(queue: Queue, dialect: str, types: Types | None = None, limits
     status = coltypes.type_of(queue, "status_column", known, dialect) if queue.status_column else None
     problems = tuple(coltypes.problems(queue, known, dialect))
     names = fragments_for(queue, dialect)
-    return CompiledQueue(queue, dialect, limits, status, problems, names,
-                         _fragments(queue, dialect, names, status, problems, limits),
-                         _values(queue, dialect, names, status, limits),
+    # Read-only views: one compiled mapping is shared by every statement of its queue (the runner
+    # keeps it), so a reader that adds a fragment copies it first.
+    return CompiledQueue(queue, dialect, limits, status, problems, MappingProxyType(names),
+                         MappingProxyType(_fragments(queue, dialect, names, status, problems, limits)),
+                         MappingProxyType(_values(queue, dialect, names, status, limits)),
                          tuple(coltypes.oldest_reads_partial(queue, status)) if dialect == "postgresql" else ())
 
 
