@@ -131,6 +131,9 @@ class Claims(_Model):
     process_key: Ident = "id"
     heartbeat_column: Ident
     alive_s: int = Field(gt=0, le=WEEK_S)
+    # The claim's column naming the item it holds (Solid Queue: job_id): what the drill-down's stuck
+    # list shows for each abandoned claim; without it that list is not offered.
+    item_column: Ident | None = None
 
 
 class HeartbeatFrom(_Model):

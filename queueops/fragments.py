@@ -116,6 +116,8 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
         frags["process_key"] = quote_ident(cl.process_key, dialect)
         frags["heartbeat"] = quote_ident(cl.heartbeat_column, dialect)
         frags["alive_s"] = str(int(cl.alive_s))
+        if cl.item_column:
+            frags["claims_item"] = quote_ident(cl.item_column, dialect)
     # Always present (empty without open_when_null), so a block reads the same for every queue:
     # ``WHERE ...{open_and}`` adds `` AND "c" IS NULL ...``, ``FROM {table}{open_where}`` a WHERE.
     open_cond = " AND ".join([f"{quote_ident(c, dialect)} IS NULL" for c in queue.open_when_null]

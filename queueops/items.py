@@ -7,8 +7,12 @@ that index's order; every value is bound and every identifier is the queue's quo
 the quoted column or a typed NULL, so one block serves every mapping.
 
 What the console's drill-down shows and what requeue's ``keys`` option releases: the stuck items
-here are exactly those ``stuck_leases`` counts (failed items excluded when ``error_column`` is
-mapped, exhausted ones when ``max_attempts`` is), so a key picked here is one requeue can release.
+here are exactly those ``stuck_leases`` counts, because both read the queue's one compiled stuck
+rule (:func:`queueops.mapping.stuck_rule`: ``{stuck_held}``, ``{stuck_if}``, ``{claim_gone}``):
+the library's own rule where it has one (procrastinate's worker heartbeat, pg-boss's
+``expire_in``, Solid Queue's abandoned claims), failed and exhausted items left out. The reads use
+the compiled mapping's collector fragments, so a time read from a side table (procrastinate's
+events) is read here as the collectors read it.
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ class Read:
 
 
 def item_fragments(queue: Queue, dialect: str, compiled: mapping.CompiledQueue | None = None) -> dict[str, str]:
-    """The queue's fragments plus the select-list ones of items.sql (a quoted column or a typed NULL)."""
-    f = (compiled or mapping.compile_queue(queue, dialect)).names
+    """The queue's collector fragments (the compiled stuck rule and side-table times among them)
+    plus the select-list ones of items.sql (a quoted column or a typed NULL)."""
+    f = (compiled or mapping.compile_queue(queue, dialect)).fragments
     null = _NULL[dialect]
     held = {"lease": f.get("lease"), "status": f.get("status_changed_at"), "due": f.get("due")}.get(queue.kind)
     return {**f,
@@ -62,16 +67,18 @@ def item_fragments(queue: Queue, dialect: str, compiled: mapping.CompiledQueue |
 
 
 def stuck_block(queue: Queue, frags: dict[str, str]) -> str:
-    if queue.kind == "status":
-        return "stuck_status"
-    if queue.kind != "lease":
+    """The stuck list's block: the one that reads the compiled stuck rule of the queue's kind."""
+    if queue.claims is not None:
+        if "claim_gone" not in frags:
+            raise NotApplicable("the claims' stuck rule is read on PostgreSQL only")
+        if "claims_item" not in frags:
+            raise NotApplicable("claims.item_column is not mapped: the abandoned claims cannot name their items")
+        return "stuck_claims"
+    if queue.kind not in ("lease", "status"):
         raise NotApplicable(f"a {queue.kind} queue has no leases: nothing is stuck, items wait or are due")
-    if queue.lease_ready == "past":
-        raise NotApplicable("lease_ready = \"past\": a lock that has passed is ready again by itself; "
-                            "the drill-down lists no stuck items for lock-until leases yet")
-    if "exhausted" in frags and "free" in frags:
-        return "stuck_lease_follow"
-    return "stuck_lease_unfailed" if queue.error_column else "stuck_lease"
+    if "stuck_if" not in frags:
+        raise NotApplicable("the queue's mapping gives stuck_leases no rule to count by (see config check)")
+    return "stuck_lease" if queue.kind == "lease" else "stuck_status"
 
 
 def waiting_block(queue: Queue, frags: dict[str, str]) -> str:
@@ -85,7 +92,7 @@ def waiting_block(queue: Queue, frags: dict[str, str]) -> str:
 
 
 def _values(c: mapping.CompiledQueue, limit: int) -> dict[str, Any]:
-    return {"limit_n": max(1, min(int(limit), MAX_LIMIT)), "cap": CAP, "lease_timeout_s": c.values["lease_timeout_s"],
+    return {"limit_n": max(1, min(int(limit), MAX_LIMIT)), "cap": CAP,
             "processing_values": c.values["processing_values"], "ready_values": c.values["ready_values"]}
 
 

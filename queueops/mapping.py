@@ -65,8 +65,10 @@ class CompiledQueue:
     ``fragments`` are what the collector blocks read: ``names``, plus the times read from a side
     table, the catalog's typed status constants and reads (``{ready_list}``, ``{ready_match}``,
     ``{processing_match}``, the age read ``{age_rows}`` / ``{age_order}`` / ``{age_first}``,
-    ``{ready_reads}``, ``{oldest_reads}``), minus every fragment a column of the wrong real type
-    cannot serve (``problems``' drops): a block that needs one does not apply.
+    ``{ready_reads}``, ``{oldest_reads}``), the stuck rule (:func:`stuck_rule`: ``{stuck_held}``,
+    ``{stuck_if}``, ``{claim_gone}``, read by stuck_leases and the drill-down's stuck list alike),
+    minus every fragment a column of the wrong real type cannot serve (``problems``' drops): a block
+    that needs one does not apply.
 
     ``values`` are the collector blocks' bound values: names as values (for catalog lookups), the
     status values as the column's own type wants them, bound as compared (SQL Server: ASCII text as
@@ -134,6 +136,7 @@ def _fragments(queue: Queue, dialect: str, names: dict[str, str], status: coltyp
             frags.pop(frag, None)
     if "lease" not in frags:
         frags.pop("free", None)  # the readiness predicates name the lease column too
+    frags.update(stuck_rule(queue, dialect, frags))
     if dialect == "postgresql" and all(k in frags for k in ("status", "status_type", "runnable", "exhausted")):
         # depth's status_follow_runnable: each status value read through the index that serves it,
         # at most the cap of rows (issue 29, item 5).
@@ -141,6 +144,67 @@ def _fragments(queue: Queue, dialect: str, names: dict[str, str], status: coltyp
         if "enqueued_at" in frags and "ready_list" in frags:
             frags.update(coltypes.oldest_runnable_reads(queue, status, frags, limits.cap))
     return frags
+
+
+def _seconds(clock: str, seconds: float, dialect: str) -> str:
+    """``clock`` moved by ``seconds`` (negative: earlier): a validated finite number from config
+    (``lease_timeout_s``: above 0, at most a week; ``alive_s``: an integer), written as a literal so
+    that the predicate it is part of is one fragment every statement inlines as it is."""
+    if dialect == "postgresql":
+        return f"{clock} {'-' if seconds < 0 else '+'} make_interval(secs => {abs(float(seconds))!r})"
+    # The collectors' own DATEADD(SECOND, -CAST(:lease_timeout_s AS int), ...): whole seconds.
+    return f"DATEADD(SECOND, {int(seconds)}, {clock})"
+
+
+def stuck_rule(queue: Queue, dialect: str, frags: Mapping[str, str]) -> dict[str, str]:
+    """The stuck rule of ``queue``, once: what ``stuck_leases`` counts and the drill-down lists.
+
+    Why one place: the count (``sql/<dialect>/stuck_leases.sql``) and the list behind it
+    (``items.sql``, block ``stuck_*``) used to spell the rule each on its own, and the list missed
+    the library's own rules (procrastinate's worker heartbeat, pg-boss's ``expire_in``, Solid
+    Queue's claims): an on-call engineer saw "stuck: 20" and a different list. Both now read these
+    fragments, so they cannot disagree. Only the fragments the queue's mapping can fill are returned
+    (a block that needs a missing one does not apply):
+
+    ``{stuck_held}``  lease kind: the held items the count reads (in lease order, at most the cap):
+                      leased, and not failed (``error_column``) nor exhausted (readiness fields)
+    ``{stuck_if}``    lease and status kinds: whether one held item of ``{table}`` (un-aliased: the
+                      worker and side-table reads name it) is stuck: its lease older than
+                      lease_timeout_s (lease_ready = "past": set further ahead than that); a
+                      processing item abandoned by its library's rule (``{worker_gone}``) or else
+                      changed longer ago than lease_timeout_s, and not exhausted
+    ``{held_note}``   lease kind: the oldest-lease note naming what the held items exclude
+    ``{claim_gone}``  claims: whether the claim ``qo_claim`` is abandoned: its process ``qo_proc``
+                      (LEFT JOINed) missing or silent for ``alive_s``, Solid Queue's own rule
+    """
+    pg = dialect == "postgresql"
+    clock, timeout = frags["clock"], float(queue.lease_timeout_s)
+    out: dict[str, str] = {}
+    follow = queue.follows_readiness and all(k in frags for k in ("failed", "exhausted"))
+    if queue.kind == "lease" and "lease" in frags and (follow or not queue.follows_readiness):
+        lease = frags["lease"]
+        if follow:
+            out["stuck_held"] = f"{lease} IS NOT NULL AND NOT {frags['failed']} AND NOT {frags['exhausted']}"
+            out["held_note"] = "'no leased item (failed and exhausted items excluded)'"
+        elif "error" in frags:
+            out["stuck_held"] = f"{lease} IS NOT NULL AND {frags['error']} IS NULL"
+            out["held_note"] = "'no leased item (failed items excluded)'"
+        else:
+            out["stuck_held"] = f"{lease} IS NOT NULL"
+            out["held_note"] = "'no leased item'"
+        out["stuck_if"] = (f"({lease} > {_seconds(clock, timeout, dialect)})" if queue.lease_ready == "past"
+                           else f"({lease} < {_seconds(clock, -timeout, dialect)})")
+    elif queue.kind == "status" and "status_changed_at" in frags and (
+            "exhausted" in frags or not queue.follows_readiness):
+        older = f"{frags['status_changed_at']} < {_seconds(clock, -timeout, dialect)}"
+        rule = f"coalesce({frags['worker_gone']}, {older})" if pg else older
+        if queue.follows_readiness:
+            rule += f" AND NOT {frags['exhausted']}"
+        out["stuck_if"] = f"({rule})"
+    elif queue.claims is not None and pg and "heartbeat" in frags:
+        hb = f"qo_proc.{frags['heartbeat']}"
+        out["claim_gone"] = f"({hb} IS NULL OR {hb} <= {_seconds(clock, -int(frags['alive_s']), dialect)})"
+    return out
 
 
 def _values(queue: Queue, dialect: str, names: dict[str, str], status: coltypes.ColumnType | None,

@@ -53,10 +53,29 @@ def test_every_read_is_bounded_bound_and_quoted(dialect: str, queue: str, which:
         assert ('"odd schema"."jobs q"' if dialect == "postgresql" else "[odd schema].[jobs q]") in sql
     if dialect == "mssql":
         assert sqlglot.parse(sql.replace("?", "1"), read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
-    if which == "stuck" and queue == "lease":
-        assert read.block == "stuck_lease_follow"  # maps max_attempts: neither failed nor exhausted
-    if which == "stuck" and queue == "plain":
+    if which == "stuck" and queue in ("lease", "plain"):
         assert read.block == "stuck_lease"
+    if which == "stuck" and queue == "lease":  # maps max_attempts: neither failed nor exhausted
+        assert "NOT " + mapping.compile_queue(q, dialect).fragments["exhausted"] in sql
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mssql"])
+@pytest.mark.parametrize("queue", ["lease", "plain", "status"])
+def test_the_stuck_list_reads_the_rule_stuck_leases_counts_by(dialect: str, queue: str) -> None:
+    """One compiled stuck rule: the text of the queue's {stuck_if} (and {stuck_held}) is in both the
+    stuck_leases statement and the drill-down's stuck read, so the two cannot count different items."""
+    from collectors import registry, runner
+
+    c = cfg(dialect)
+    q = c.queue(queue)
+    compiled = mapping.compile_queue(q, dialect)
+    count = runner.build_statement(registry.by_name("stuck_leases"), c.targets[0], [q])
+    listed = items.read_of(q, dialect, "stuck").statement.sql
+    assert count is not None
+    rule = [compiled.fragments["stuck_if"], *([compiled.fragments["stuck_held"]] if q.kind == "lease" else [])]
+    for text in rule:
+        escaped = text.replace("%", "%%") if dialect == "postgresql" else text
+        assert escaped in count.sql and escaped in listed, text
 
 
 def test_limits_and_what_does_not_apply() -> None:

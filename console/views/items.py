@@ -4,7 +4,8 @@ The counts are the collectors' own metrics of the latest sample (depth, count_sc
 count_leased / count_processing, stuck_leases, count_failed, count_exhausted, count_done), drawn as
 one stacked bar. The drill-down reads at most 100 items (:mod:`queueops.items`: one bounded
 statement through the collector's index, every value bound) when a list is picked or read again,
-never on its own: the stuck items, the oldest waiting ones, or one item by its exact key. Operators
+never on its own: the stuck items (exactly those the stuck count counts: both read the queue's
+compiled stuck rule), the oldest waiting ones, or one item by its exact key. Operators
 may requeue selected items: the requeue action with ``keys`` (preview first, then confirmation),
 which releases only those of them that are stuck by the action's own rules.
 """
@@ -159,7 +160,10 @@ def _load(ctx: context.Ctx, q: Queue, which: str, key_text: str) -> Loaded:
 
 
 def _table(ctx: context.Ctx, q: Queue, loaded: Loaded) -> None:
-    what = {"stuck": "stuck item(s), oldest lease first", "waiting": "oldest waiting item(s)",
+    # The stuck list is what stuck_leases counts (one compiled rule): a lease queue's oldest lease,
+    # a status queue's oldest status change, a claims queue's oldest claim first.
+    what = {"stuck": "stuck item(s), oldest lease first" if q.kind == "lease" else "stuck item(s), oldest first",
+            "waiting": "oldest waiting item(s)",
             "key": "item(s) with this key"}[loaded.which]
     st.caption(f"{len(loaded.rows)} {what} · read {style.utc_text(loaded.at)}"
                + (f" (the first {items.LIMIT})" if len(loaded.rows) >= items.LIMIT else ""))

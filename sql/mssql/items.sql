@@ -4,39 +4,26 @@
 -- them. Optional columns are fragments holding the quoted column or a typed NULL ({attempts_sel},
 -- {error_sel}, {owner_sel}, {enq_sel}). Columns: item, since, age_s, attempts, last_error, owner.
 -- @block stuck_lease
+-- Stuck leases exactly as stuck_leases.sql counts them: the queue's compiled stuck rule
+-- (queueops.mapping.stuck_rule: {stuck_held}, the held items; {stuck_if}, the stuck ones).
 SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
        CAST(DATEDIFF_BIG(MILLISECOND, {lease}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
        {attempts_sel} AS attempts, LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
        CAST({owner_sel} AS nvarchar(450)) AS owner
 FROM {table}
-WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME()){open_and}
-ORDER BY {lease}, {key}
--- @block stuck_lease_unfailed
-SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
-       CAST(DATEDIFF_BIG(MILLISECOND, {lease}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
-       {attempts_sel} AS attempts, LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
-       CAST({owner_sel} AS nvarchar(450)) AS owner
-FROM {table}
-WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME()) AND {error} IS NULL{open_and}
-ORDER BY {lease}, {key}
--- @block stuck_lease_follow
-SELECT TOP (:limit_n) {key} AS item, {lease} AS since,
-       CAST(DATEDIFF_BIG(MILLISECOND, {lease}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
-       {attempts_sel} AS attempts, LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
-       CAST({owner_sel} AS nvarchar(450)) AS owner
-FROM {table}
-WHERE {lease} < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())
-  AND NOT {failed} AND NOT {exhausted}{open_and}
+WHERE {stuck_held} AND {stuck_if}{open_and}
 ORDER BY {lease}, {key}
 -- @block stuck_status
--- The first :cap processing items (stuck_leases.sql, block status), the stuck ones among them.
+-- The first :cap processing items (stuck_leases.sql, blocks status and status_follow), those the
+-- compiled rule {stuck_if} calls stuck among them.
 SELECT TOP (:limit_n) p.item, p.since, CAST(DATEDIFF_BIG(MILLISECOND, p.since, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
        p.attempts, p.last_error, p.owner
-FROM (SELECT TOP (:cap) {key} AS item, {status_changed_at} AS since, {attempts_sel} AS attempts,
-             LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error, CAST({owner_sel} AS nvarchar(450)) AS owner
+FROM (SELECT TOP (:cap) {key} AS item, {status_changed_at} AS since, CASE WHEN {stuck_if} THEN 1 ELSE 0 END AS stuck,
+             {attempts_sel} AS attempts, LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
+             CAST({owner_sel} AS nvarchar(450)) AS owner
       FROM {table} WHERE {status} IN (:processing_values){open_and}
       ORDER BY {status}, {key}) AS p
-WHERE p.since < DATEADD(SECOND, -CAST(:lease_timeout_s AS int), SYSUTCDATETIME())
+WHERE p.stuck = 1
 ORDER BY p.since, p.item
 -- @block waiting_lease
 SELECT TOP (:limit_n) {key} AS item, {enqueued_at} AS since,

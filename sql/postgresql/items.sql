@@ -7,39 +7,40 @@
 -- Columns of every block: item, since (the lease, status change, enqueue or due time), age_s,
 -- attempts, last_error, owner.
 -- @block stuck_lease
--- Stuck leases as stuck_leases.sql (block lease_basic) counts them: leased before the cutoff,
--- oldest first, through the index that leads with the lease column (a leased row's index).
+-- Stuck leases exactly as stuck_leases.sql counts them: the queue's compiled stuck rule
+-- (queueops.mapping.stuck_rule: {stuck_held}, the held items the count reads; {stuck_if}, the stuck
+-- ones among them), oldest first, through the index that leads with the lease column.
 SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM {clock} - {lease})::numeric, 1)::float8 AS age_s,
        {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
 FROM {table}
-WHERE {lease} IS NOT NULL AND {lease} < {clock} - make_interval(secs => :lease_timeout_s){open_and}
-ORDER BY {lease}, {key} LIMIT :limit_n
--- @block stuck_lease_unfailed
--- With error_column: an item whose error is set failed and is never stuck (block lease).
-SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM {clock} - {lease})::numeric, 1)::float8 AS age_s,
-       {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
-FROM {table}
-WHERE {lease} IS NOT NULL AND {lease} < {clock} - make_interval(secs => :lease_timeout_s) AND {error} IS NULL{open_and}
-ORDER BY {lease}, {key} LIMIT :limit_n
--- @block stuck_lease_follow
--- A lease queue that maps readiness fields (block lease_follow): neither failed nor exhausted.
-SELECT {key} AS item, {lease} AS since, round(extract(epoch FROM {clock} - {lease})::numeric, 1)::float8 AS age_s,
-       {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
-FROM {table}
-WHERE {lease} IS NOT NULL AND {lease} < {clock} - make_interval(secs => :lease_timeout_s)
-  AND NOT {failed} AND NOT {exhausted}{open_and}
+WHERE {stuck_held} AND {stuck_if}{open_and}
 ORDER BY {lease}, {key} LIMIT :limit_n
 -- @block stuck_status
--- Processing items changed before the cutoff, as stuck_leases.sql (block status) reads them: the
--- first :cap processing items in (status, key) order, then the stuck ones among them, oldest first.
+-- Stuck processing items exactly as stuck_leases.sql (blocks status, status_follow) counts them:
+-- the first :cap processing items in (status, key) order, then those the compiled rule {stuck_if}
+-- calls stuck (the library's own: a worker's heartbeat, expire_in; else the status change older
+-- than lease_timeout_s; not exhausted), oldest change first. {status_changed_at} may be read from
+-- the queue's side table (procrastinate's events), as the count reads it.
 SELECT p.item, p.since, round(extract(epoch FROM {clock} - p.since)::numeric, 1)::float8 AS age_s,
        p.attempts, p.last_error, p.owner
-FROM (SELECT {key} AS item, {status_changed_at} AS since, {attempts_sel} AS attempts,
+FROM (SELECT {key} AS item, {status_changed_at} AS since, {stuck_if} AS stuck, {attempts_sel} AS attempts,
              left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
       FROM {table} WHERE {status} IN (:processing_values){open_and}
       ORDER BY {status}, {key} LIMIT :cap) AS p
-WHERE p.since < {clock} - make_interval(secs => :lease_timeout_s)
+WHERE p.stuck
 ORDER BY p.since, p.item LIMIT :limit_n
+-- @block stuck_claims
+-- Abandoned claims exactly as stuck_leases.sql (block delete) counts them: claims whose process is
+-- missing or silent ({claim_gone}, the compiled rule), each listed by the item it holds
+-- (claims.item_column: Solid Queue's job_id) with its process as the owner, oldest claim first.
+SELECT qo_claim.{claims_item} AS item, qo_claim.{claims_at} AS since,
+       round(extract(epoch FROM {clock} - qo_claim.{claims_at})::numeric, 1)::float8 AS age_s,
+       CAST(NULL AS int) AS attempts, CAST(NULL AS text) AS last_error,
+       CAST(qo_claim.{claims_process} AS text) AS owner
+FROM {claims_table} AS qo_claim
+LEFT JOIN {process_table} AS qo_proc ON qo_proc.{process_key} = qo_claim.{claims_process}
+WHERE {claim_gone}
+ORDER BY qo_claim.{claims_at}, qo_claim.{claims_item} LIMIT :limit_n
 -- @block waiting_lease
 -- The oldest free items, as oldest_age_s.sql (block lease) reads the first of them: (enqueued_at, key)
 -- among the rows whose lease is NULL (the dequeue's own partial index).

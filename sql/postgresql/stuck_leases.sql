@@ -47,18 +47,20 @@ SELECT q.queue, q.small, q.is_view, q.lease_indexed, q.pages
 FROM queueops_q AS q
 WHERE q.queue = :queue
 -- @block lease
--- With error_column: an item whose lease AND error are set failed (the seeds' SimpleQueue keeps it
--- leased on purpose); it is never a stuck lease (depth's count_failed counts it). Without one,
--- block lease_basic.
+-- The held items ({stuck_held}: leased; not failed when error_column is mapped: an item whose lease
+-- AND error are set failed, the seeds' SimpleQueue keeps it leased on purpose, and depth's
+-- count_failed counts it) in lease order, at most :cap of them, and the stuck ones among them
+-- ({stuck_if}: the lease older than the timeout). Both fragments are the queue's compiled stuck
+-- rule (queueops.mapping.stuck_rule), which the drill-down's stuck list (items.sql) reads too.
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT count(*) FILTER (WHERE l.lease < {clock} - make_interval(secs => :lease_timeout_s))
-                 FROM (SELECT {lease} AS lease FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL{open_and}
+                (SELECT count(*) FILTER (WHERE l.stuck)
+                 FROM (SELECT {stuck_if} AS stuck FROM {table} WHERE {stuck_held}{open_and}
                        ORDER BY {lease} LIMIT :cap) AS l) END AS n,
            CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL AND {error} IS NULL{open_and} ORDER BY {lease} LIMIT 1) END AS oldest
+                (SELECT {lease} FROM {table} WHERE {stuck_held}{open_and} ORDER BY {lease} LIMIT 1) END AS oldest
     OFFSET 0
 ) AS s
 CROSS JOIN LATERAL (VALUES
@@ -68,33 +70,7 @@ CROSS JOIN LATERAL (VALUES
           WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no lease index)' END),
     ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
                                 THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
-     CASE WHEN s.oldest IS NULL THEN 'no leased item (failed items excluded)' ELSE 'exact' END),
-    ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
-     CASE WHEN ix.indexed THEN ''
-          WHEN ix.is_view THEN 'a view: index the lease column of its base table'
-          ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I) WHERE %I IS NOT NULL',
-                      :qualified_table::text, :lease_name::text, :lease_name::text) END)
-) AS v (metric, value, note)
--- @block lease_basic
-SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT count(*) FILTER (WHERE l.lease < {clock} - make_interval(secs => :lease_timeout_s))
-                 FROM (SELECT {lease} AS lease FROM {table} WHERE {lease} IS NOT NULL{open_and}
-                       ORDER BY {lease} LIMIT :cap) AS l) END AS n,
-           CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL{open_and} ORDER BY {lease} LIMIT 1) END AS oldest
-    OFFSET 0
-) AS s
-CROSS JOIN LATERAL (VALUES
-    ('stuck_leases', s.n::float8,
-     CASE WHEN s.n IS NULL THEN 'not counted: no index on the lease column (see missing_index)'
-          WHEN s.n >= :cap THEN 'at least (cap reached)'
-          WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no lease index)' END),
-    ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
-                                THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
-     CASE WHEN s.oldest IS NULL THEN 'no leased item' ELSE 'exact' END),
+     CASE WHEN s.oldest IS NULL THEN {held_note} ELSE 'exact' END),
     ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
      CASE WHEN ix.indexed THEN ''
           WHEN ix.is_view THEN 'a view: index the lease column of its base table'
@@ -115,8 +91,11 @@ CROSS JOIN LATERAL (VALUES
 -- whatever the index's key (issue 29). With neither, the same read finds the processing items by
 -- reading the table (pg-boss's partitions: its only state index, job_i5, holds created and retry):
 -- still counted, noted 'read of every <value> row'.
--- {worker_gone} (heartbeat_from, procrastinate): the item is stuck when no worker row vouches for
--- it, whatever its status-change age (a key lookup of the worker per item read); NULL otherwise.
+-- {stuck_if} is the queue's compiled stuck rule (queueops.mapping.stuck_rule), which the
+-- drill-down's stuck list (items.sql, block stuck_status) reads too: the library's own rule
+-- ({worker_gone}: heartbeat_from, procrastinate: no worker row vouches for it, a key lookup of the
+-- worker per item read; timeout_column, pg-boss: started_on + expire_in has passed), else the status
+-- change older than lease_timeout_s.
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT q.small, q.is_view, q.partitioned FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
@@ -124,17 +103,15 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT x.* FROM {processing_rows}
         CROSS JOIN LATERAL (
-            SELECT count(*) FILTER (WHERE coalesce(p.gone, p.changed < {clock} - make_interval(secs => :lease_timeout_s))) AS n,
-                   min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone FROM {table} WHERE {status} {processing_match}{open_and}
+            SELECT count(*) FILTER (WHERE p.stuck) AS n, min(p.changed) AS oldest, count(*) AS seen
+            FROM (SELECT {status_changed_at} AS changed, {stuck_if} AS stuck FROM {table} WHERE {status} {processing_match}{open_and}
                   ORDER BY {status_order} LIMIT :cap) AS p) AS x
         WHERE {stuck_indexed}
         UNION ALL
         SELECT x.* FROM (SELECT 1 WHERE NOT {stuck_indexed}) AS g
         CROSS JOIN LATERAL (
-            SELECT count(*) FILTER (WHERE coalesce(p.gone, p.changed < {clock} - make_interval(secs => :lease_timeout_s))) AS n,
-                   min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone FROM {table} WHERE {status} {processing_in}{open_and}
+            SELECT count(*) FILTER (WHERE p.stuck) AS n, min(p.changed) AS oldest, count(*) AS seen
+            FROM (SELECT {status_changed_at} AS changed, {stuck_if} AS stuck FROM {table} WHERE {status} {processing_in}{open_and}
                   LIMIT :cap) AS p) AS x
     ) AS x
 ) AS s
@@ -156,22 +133,20 @@ CROSS JOIN LATERAL (VALUES
           ELSE format('CREATE INDEX CONCURRENTLY ON %s (%I, %I)', :qualified_table::text, :status_name::text, :key_name::text) END)
 ) AS v (metric, value, note)
 -- @block lease_follow
--- A lease queue whose mapping says more about readiness (issue 31). A held item is stuck when
--- its lease is older than the timeout, it has not failed ({failed}: its error is set and, with
--- error_at, not older than its lease: a job retried after a failure keeps its last error while
--- leased again, and is running, so stuck when its lease is old), and it is not exhausted (at
--- max_attempts: released, the library would never take it). Same index and bound as block lease.
+-- A lease queue whose mapping says more about readiness (issue 31): block lease, whose compiled
+-- {stuck_held} leaves out the failed items ({failed}: its error is set and, with error_at, not
+-- older than its lease: a job retried after a failure keeps its last error while leased again, and
+-- is running, so stuck when its lease is old) and the exhausted ones (at max_attempts: released,
+-- the library would never take it). The runner reads only the *_follow blocks for such a mapping.
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT count(*) FILTER (WHERE l.lease < {clock} - make_interval(secs => :lease_timeout_s))
-                 FROM (SELECT {lease} AS lease FROM {table}
-                       WHERE {lease} IS NOT NULL AND NOT {failed} AND NOT {exhausted}{open_and}
+                (SELECT count(*) FILTER (WHERE l.stuck)
+                 FROM (SELECT {stuck_if} AS stuck FROM {table} WHERE {stuck_held}{open_and}
                        ORDER BY {lease} LIMIT :cap) AS l) END AS n,
            CASE WHEN ix.indexed OR ix.small THEN
-                (SELECT {lease} FROM {table} WHERE {lease} IS NOT NULL AND NOT {failed} AND NOT {exhausted}{open_and}
-                 ORDER BY {lease} LIMIT 1) END AS oldest
+                (SELECT {lease} FROM {table} WHERE {stuck_held}{open_and} ORDER BY {lease} LIMIT 1) END AS oldest
     OFFSET 0
 ) AS s
 CROSS JOIN LATERAL (VALUES
@@ -181,7 +156,7 @@ CROSS JOIN LATERAL (VALUES
           WHEN ix.indexed THEN 'exact' ELSE 'exact (small table, no lease index)' END),
     ('oldest_lease_age_s', CASE WHEN ix.indexed OR ix.small
                                 THEN coalesce(extract(epoch FROM {clock} - s.oldest), 0) END::float8,
-     CASE WHEN s.oldest IS NULL THEN 'no leased item (failed and exhausted items excluded)' ELSE 'exact' END),
+     CASE WHEN s.oldest IS NULL THEN {held_note} ELSE 'exact' END),
     ('missing_index', CASE WHEN ix.indexed THEN 0 ELSE 1 END::float8,
      CASE WHEN ix.indexed THEN ''
           WHEN ix.is_view THEN 'a view: index the lease column of its base table'
@@ -198,8 +173,7 @@ FROM (SELECT q.small, q.is_view, q.lease_indexed AS indexed FROM queueops_q AS q
 CROSS JOIN LATERAL (
     SELECT CASE WHEN ix.indexed OR ix.small THEN
                 (SELECT count(*) FROM (SELECT 1 FROM {table}
-                                       WHERE {lease} > {clock} + make_interval(secs => :lease_timeout_s)
-                                         AND NOT {failed} AND NOT {exhausted}{open_and}
+                                       WHERE {stuck_held} AND {stuck_if}{open_and}
                                        ORDER BY {lease} DESC LIMIT :cap) AS l) END AS n
     OFFSET 0
 ) AS s
@@ -217,7 +191,8 @@ CROSS JOIN LATERAL (VALUES
 ) AS v (metric, value, note)
 -- @block status_follow
 -- A status queue with max_attempts (issue 31): block status, except that a processing item at
--- max_attempts is not stuck (released to a ready status, the library would never take it).
+-- max_attempts is not stuck (released to a ready status, the library would never take it): the
+-- compiled {stuck_if} says so.
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT q.small, q.is_view, q.partitioned FROM queueops_q AS q WHERE q.queue = :queue) AS ix
 CROSS JOIN LATERAL (
@@ -225,19 +200,15 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT x.* FROM {processing_rows}
         CROSS JOIN LATERAL (
-            SELECT count(*) FILTER (WHERE coalesce(p.gone, p.changed < {clock} - make_interval(secs => :lease_timeout_s))
-                                   AND NOT p.exhausted) AS n,
-                   min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone, {exhausted} AS exhausted FROM {table} WHERE {status} {processing_match}{open_and}
+            SELECT count(*) FILTER (WHERE p.stuck) AS n, min(p.changed) AS oldest, count(*) AS seen
+            FROM (SELECT {status_changed_at} AS changed, {stuck_if} AS stuck FROM {table} WHERE {status} {processing_match}{open_and}
                   ORDER BY {status_order} LIMIT :cap) AS p) AS x
         WHERE {stuck_indexed}
         UNION ALL
         SELECT x.* FROM (SELECT 1 WHERE NOT {stuck_indexed}) AS g
         CROSS JOIN LATERAL (
-            SELECT count(*) FILTER (WHERE coalesce(p.gone, p.changed < {clock} - make_interval(secs => :lease_timeout_s))
-                                   AND NOT p.exhausted) AS n,
-                   min(p.changed) AS oldest, count(*) AS seen
-            FROM (SELECT {status_changed_at} AS changed, {worker_gone} AS gone, {exhausted} AS exhausted FROM {table}
+            SELECT count(*) FILTER (WHERE p.stuck) AS n, min(p.changed) AS oldest, count(*) AS seen
+            FROM (SELECT {status_changed_at} AS changed, {stuck_if} AS stuck FROM {table}
                   WHERE {status} {processing_in}{open_and} LIMIT :cap) AS p) AS x
     ) AS x
 ) AS s
@@ -267,9 +238,9 @@ CROSS JOIN LATERAL (VALUES
 -- with a key lookup of its process. Rendered only for a queue with claims (the fragments).
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT count(*) FILTER (WHERE l.dead) AS n, count(*) AS seen, min(l.claimed_at) AS oldest
-      FROM (SELECT c.{claims_at} AS claimed_at,
-                   p.{heartbeat} IS NULL OR p.{heartbeat} <= {clock} - make_interval(secs => {alive_s}) AS dead
-            FROM {claims_table} AS c LEFT JOIN {process_table} AS p ON p.{process_key} = c.{claims_process}
+      FROM (SELECT qo_claim.{claims_at} AS claimed_at, {claim_gone} AS dead
+            FROM {claims_table} AS qo_claim
+            LEFT JOIN {process_table} AS qo_proc ON qo_proc.{process_key} = qo_claim.{claims_process}
             LIMIT :cap) AS l
       OFFSET 0) AS s
 CROSS JOIN LATERAL (VALUES

@@ -180,6 +180,38 @@ def in_every_zone(preset: str, upstream: str, url: str, password: str, queue: st
     return record, want
 
 
+def truth_ids(connect: Callable[[], psycopg.Connection], query: str) -> list[Any]:
+    """The ids the library's own definition selects (one column), read in a UTC session."""
+    with connect() as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        return sorted(r[0] for r in conn.execute(query).fetchall())
+
+
+def stuck_list(cfg: config.Config, queue: str) -> list[Any]:
+    """The items drill-down's stuck list, read as the console reads it (:func:`queueops.items.read`
+    on the target's collect connection, at most items.LIMIT rows), sorted."""
+    from queueops import engine, items
+
+    q = cfg.queue(queue)
+    target = cfg.target(q.target)
+    with engine.connection(target, "collect", cfg.base_dir, application="queueops-conformance") as conn:
+        rows = items.read(conn.execute, q, target.dialect, "stuck")
+    return sorted(r["item"] for r in rows)
+
+
+def assert_stuck_list_is_the_count(config_for: Callable[[str], config.Config], queue: str,
+                                   want: list[Any], counted: float | None) -> None:
+    """Issue: "stuck: 20" and the list behind it must agree. In every server time zone the
+    drill-down's stuck list holds exactly ``want``, the ids the library's own stuck definition
+    selects (the truth query's stuck_leases, ``counted``), no more, no fewer, each once."""
+    from queueops import items
+
+    assert counted is not None and len(want) == counted and 0 < counted < items.LIMIT, (want, counted)
+    for zone in ZONES:
+        got = stuck_list(config_for(zone), queue)
+        assert got == want, (zone, sorted(set(got) ^ set(want)), len(got), len(want))
+
+
 def proposed(cfg: config.Config, schema: str) -> list[tuple[str, str | None]]:
     """Issue 29 item 6: what ``discover`` proposes in ``schema`` (table, preset), read from the
     catalog as the command reads it."""

@@ -136,13 +136,14 @@ DISCARD = ('UPDATE {s}."oban_jobs" AS o0 SET "state" = \'discarded\', "discarded
 # count_exhausted (available at max_attempts) is left out: Oban never makes such a job (its fetch
 # raises attempt only with the state), so the shape has none, and above the cap queueops labels its
 # 0 an estimate (the share in the cap's read), which the harness counts as an estimate below the cap.
+# Lifeline's rescue set at the preset's timeout: the truth's stuck_leases and the ids it counts.
+STUCK = "state = 'executing' AND attempt < max_attempts AND attempted_at < now() - make_interval(secs => {lease})"
 TRUTH = """
 SELECT count(*) FILTER (WHERE state = 'available' AND attempt < max_attempts) AS depth,
        count(*) FILTER (WHERE state = 'executing') AS count_processing,
        count(*) FILTER (WHERE state IN ('completed', 'discarded', 'cancelled')) AS count_done,
        count(*) AS rows_total,
-       count(*) FILTER (WHERE state = 'executing' AND attempt < max_attempts
-                          AND attempted_at < now() - make_interval(secs => {lease})) AS stuck_leases,
+       count(*) FILTER (WHERE {stuck}) AS stuck_leases,
        extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE state = 'available' AND attempt < max_attempts))
            AS oldest_age_s,
        extract(epoch FROM now() - min(attempted_at) FILTER (WHERE state = 'executing')) AS oldest_lease_age_s
@@ -196,7 +197,7 @@ def _cfg(lab: Lab, schema: str, zone: str, store: Path | None = None) -> Any:
 def _truth(lab: Lab, schema: str) -> dict[str, float | None]:
     with lab.connect() as conn:
         conn.execute("SET TimeZone = 'UTC'")
-        return common.truth(conn, TRUTH.format(s=f'"{schema}"', lease=LEASE_S))
+        return common.truth(conn, TRUTH.format(s=f'"{schema}"', stuck=STUCK.format(lease=LEASE_S)))
 
 
 def test_figures_are_obans_own_in_every_zone(lab: Lab, oban: str) -> None:
@@ -204,6 +205,14 @@ def test_figures_are_obans_own_in_every_zone(lab: Lab, oban: str) -> None:
                                     lambda zone: _cfg(lab, oban, zone), lambda: _truth(lab, oban))
     # the shape is what the issue asks for
     assert truth["depth"] > common.CAP and truth["stuck_leases"] == 15 and truth["rows_total"] == N  # type: ignore[operator]
+
+
+def test_the_stuck_list_is_what_stuck_leases_counts(lab: Lab, oban: str) -> None:
+    """The items drill-down's stuck list (queueops.items, as the console reads it) holds exactly
+    the 15 jobs Lifeline's rescue takes, in every zone: not the 5 on their last attempt, no fresh one."""
+    ids = common.truth_ids(lab.connect, f'SELECT id FROM "{oban}".oban_jobs WHERE {STUCK.format(lease=LEASE_S)}')  # noqa: S608
+    common.assert_stuck_list_is_the_count(lambda zone: _cfg(lab, oban, zone), "oban", ids,
+                                          _truth(lab, oban)["stuck_leases"])
 
 
 def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, oban: str) -> None:

@@ -118,12 +118,14 @@ CROSS JOIN LATERAL (SELECT s.g, s.state, s.ins,
 """
 
 # Ground truth from River's source (timestamptz: any session zone reads it right).
+# JobGetStuck at the preset's timeout: the truth's stuck_leases and the ids it counts.
+STUCK = "state = 'running' AND attempted_at < now() - make_interval(secs => {lease})"
 TRUTH = """
 SELECT count(*) FILTER (WHERE state = 'available' AND scheduled_at <= now()) AS depth,
        count(*) FILTER (WHERE state = 'running') AS count_processing,
        count(*) FILTER (WHERE state IN ('completed', 'discarded', 'cancelled')) AS count_done,
        count(*) AS rows_total,
-       count(*) FILTER (WHERE state = 'running' AND attempted_at < now() - make_interval(secs => {lease})) AS stuck_leases,
+       count(*) FILTER (WHERE {stuck}) AS stuck_leases,
        extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE state = 'available' AND scheduled_at <= now()))
            AS oldest_age_s,
        extract(epoch FROM now() - min(attempted_at) FILTER (WHERE state = 'running')) AS oldest_lease_age_s
@@ -201,13 +203,21 @@ def _cfg(lab: Lab, schema: str, zone: str) -> Any:
 
 def _truth(lab: Lab, schema: str) -> dict[str, float | None]:
     with lab.connect() as conn:
-        return common.truth(conn, TRUTH.format(s=f'"{schema}"', lease=LEASE_S))
+        return common.truth(conn, TRUTH.format(s=f'"{schema}"', stuck=STUCK.format(lease=LEASE_S)))
 
 
 def test_figures_are_rivers_own_in_every_zone(lab: Lab, river: str) -> None:
     _, truth = common.in_every_zone("river", UPSTREAM, lab.url, lab.password, "river",
                                     lambda zone: _cfg(lab, river, zone), lambda: _truth(lab, river))
     assert truth["depth"] > common.CAP and truth["stuck_leases"] == 20 and truth["rows_total"] == N  # type: ignore[operator]
+
+
+def test_the_stuck_list_is_what_stuck_leases_counts(lab: Lab, river: str) -> None:
+    """The items drill-down's stuck list (queueops.items, as the console reads it) holds exactly
+    the 20 jobs JobGetStuck returns at the preset's timeout, in every zone."""
+    ids = common.truth_ids(lab.connect, f'SELECT id FROM "{river}".river_job WHERE {STUCK.format(lease=LEASE_S)}')  # noqa: S608
+    common.assert_stuck_list_is_the_count(lambda zone: _cfg(lab, river, zone), "river", ids,
+                                          _truth(lab, river)["stuck_leases"])
 
 
 def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, river: str) -> None:

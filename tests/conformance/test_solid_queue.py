@@ -79,13 +79,16 @@ DEREGISTER = "DELETE FROM {s}.solid_queue_processes WHERE id = %s"
 ORPHANED = """SELECT c.id, c.job_id FROM {s}.solid_queue_claimed_executions AS c
 LEFT OUTER JOIN {s}.solid_queue_processes AS p ON p.id = c.process_id WHERE p.id IS NULL"""
 
+# The abandoned claims as Solid Queue's supervisor judges them (orphaned, prunable): the truth's
+# stuck_leases counts them, the drill-down must list their jobs.
+ABANDONED = f"""{{s}}.solid_queue_claimed_executions AS c
+        LEFT JOIN {{s}}.solid_queue_processes AS p ON p.id = c.process_id
+        WHERE p.id IS NULL OR p.last_heartbeat_at <= {UTC} - interval '300 seconds'"""
 TRUTH = f"""
 SELECT (SELECT count(*) FROM {{s}}.solid_queue_ready_executions) AS depth,
        (SELECT count(*) FROM {{s}}.solid_queue_ready_executions) AS rows_total,
        (SELECT extract(epoch FROM {UTC} - min(created_at)) FROM {{s}}.solid_queue_ready_executions)::float8 AS oldest_age_s,
-       (SELECT count(*) FROM {{s}}.solid_queue_claimed_executions AS c
-        LEFT JOIN {{s}}.solid_queue_processes AS p ON p.id = c.process_id
-        WHERE p.id IS NULL OR p.last_heartbeat_at <= {UTC} - interval '300 seconds') AS stuck_leases,
+       (SELECT count(*) FROM {ABANDONED}) AS stuck_leases,
        (SELECT coalesce(extract(epoch FROM {UTC} - min(created_at)), 0)
         FROM {{s}}.solid_queue_claimed_executions)::float8 AS oldest_lease_age_s"""
 
@@ -226,6 +229,19 @@ def test_figures_equal_solid_queues_own_in_every_zone(lab: Lab, solid_queue: dic
     _, want = common.in_every_zone("solid_queue", UPSTREAM, lab.url, lab.password, "solid_queue",
                                    lambda zone: _cfg(lab, schema, zone), lambda: _truth(lab, schema))
     assert want["stuck_leases"] == 25 and want["depth"] > common.CAP  # type: ignore[operator]
+
+
+def test_the_stuck_list_is_what_stuck_leases_counts(lab: Lab, solid_queue: dict[str, Any]) -> None:
+    """The items drill-down's stuck list (queueops.items, as the console reads it; it listed none
+    for a delete queue) holds exactly the jobs of the 25 abandoned claims, the dead process's 20 and
+    the 5 orphaned, in every zone; none of the live process's 230."""
+    schema, live = solid_queue["schema"], solid_queue["live"]
+    live.heartbeat()
+    abandoned = ABANDONED.format(s=f'"{schema}"')
+    ids = common.truth_ids(lab.connect, f"SELECT c.job_id FROM {abandoned}")  # noqa: S608
+    assert ids == sorted(solid_queue["abandoned"] + solid_queue["orphaned"])
+    common.assert_stuck_list_is_the_count(lambda zone: _cfg(lab, schema, zone), "solid_queue", ids,
+                                          _truth(lab, schema)["stuck_leases"])
 
 
 def test_reads_are_bounded_and_the_live_check_agrees(lab: Lab, solid_queue: dict[str, Any]) -> None:

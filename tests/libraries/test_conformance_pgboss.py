@@ -84,12 +84,14 @@ BUILD = [
         FROM generate_series(1, {DEAD + LONG + LIVE}) AS g""",
 ]
 
-TRUTH = """
+# failJobsByTimeout (plans.js): the jobs the truth's stuck_leases counts.
+EXPIRED = "state = 'active' AND started_on + expire_in < now()"
+TRUTH = f"""
 SELECT (SELECT count(*) FROM pgboss.job WHERE state < 'active' AND start_after < now()) AS depth,
        (SELECT count(*) FROM pgboss.job WHERE state = 'active') AS count_processing,
        (SELECT count(*) FROM pgboss.job WHERE state < 'active' AND start_after >= now()) AS count_scheduled,
        (SELECT count(*) FROM pgboss.job WHERE state IN ('completed', 'cancelled', 'failed')) AS count_done,
-       (SELECT count(*) FROM pgboss.job WHERE state = 'active' AND started_on + expire_in < now()) AS stuck_leases,
+       (SELECT count(*) FROM pgboss.job WHERE {EXPIRED}) AS stuck_leases,
        (SELECT coalesce(extract(epoch FROM now() - min(greatest(created_on, start_after))), 0) FROM pgboss.job
         WHERE state < 'active' AND start_after < now()) AS oldest_age_s
 """
@@ -161,6 +163,17 @@ def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibS
     assert fix.startswith('CREATE INDEX ON "pgboss"."job" ("state", "id")  -- a partitioned table'), fix
     assert "CONCURRENTLY on each partition" in fix, fix
     assert not [f for f in report.findings if f.severity == "error"], report.findings
+
+
+def test_the_stuck_list_is_what_stuck_leases_counts(shaped: LibServer) -> None:
+    """The items drill-down's stuck list (queueops.items, as the console reads it) holds exactly the
+    20 jobs failJobsByTimeout takes, in every zone: not the 10 long jobs started 30 minutes ago with
+    their own 2-hour expire_in (it listed them before: it read the status-change age against
+    lease_timeout_s, not expire_in)."""
+    ids = common.truth_ids(shaped.connect, f"SELECT id FROM pgboss.job WHERE {EXPIRED}")
+    assert len(ids) == DEAD
+    common.assert_stuck_list_is_the_count(lambda zone: _cfg(shaped, zone), QUEUE, ids,
+                                          common.utc_truth(shaped.connect, TRUTH)["stuck_leases"])
 
 
 def test_stuck_is_counted_on_the_partitions_and_says_how(shaped: LibServer) -> None:

@@ -87,14 +87,15 @@ BUILD = [
     "ANALYZE pgqueuer_log",
 ]
 
+# next_stale (qb.py): the picked jobs the truth's stuck_leases counts.
+STALE = f"status = 'picked' AND heartbeat < now() - interval '{HEARTBEAT_TIMEOUT.total_seconds():g} seconds'"
 TRUTH = f"""
 SELECT (SELECT count(*) FROM pgqueuer WHERE status = 'queued' AND execute_after < now()) AS depth,
        (SELECT count(*) FROM pgqueuer WHERE status = 'picked') AS count_processing,
        (SELECT count(*) FROM pgqueuer WHERE status = 'queued' AND execute_after >= now()) AS count_scheduled,
        (SELECT count(*) FROM pgqueuer
         WHERE status IN ('successful', 'exception', 'canceled', 'deleted', 'failed')) AS count_done,
-       (SELECT count(*) FROM pgqueuer WHERE status = 'picked'
-        AND heartbeat < now() - interval '{HEARTBEAT_TIMEOUT.total_seconds():g} seconds') AS stuck_leases,
+       (SELECT count(*) FROM pgqueuer WHERE {STALE}) AS stuck_leases,
        (SELECT coalesce(extract(epoch FROM now() - min(execute_after)), 0) FROM pgqueuer
         WHERE status = 'queued' AND execute_after < now()) AS oldest_age_s
 """
@@ -163,6 +164,26 @@ def _cfg(db: LibServer, zone: str, tmp: Path | None = None) -> common.config.Con
 def test_figures_are_pgqueuers_own_in_every_zone(shaped: LibServer) -> None:
     common.in_every_zone("pgqueuer", VERSION, shaped.url, shaped.password, QUEUE, lambda zone: _cfg(shaped, zone),
                          lambda: common.utc_truth(shaped.connect, TRUTH), LEFT_OUT)
+
+
+def test_the_stuck_list_is_what_stuck_leases_counts(shaped: LibServer) -> None:
+    """The items drill-down's stuck list (queueops.items, as the console reads it) holds exactly the
+    20 picked jobs next_stale takes (their worker died an hour ago), in every zone, none of the live
+    worker's."""
+    async def beat() -> None:  # the live workers beat (pgqueuer's own update_heartbeat)
+        q, conn = await _queries(shaped)
+        try:
+            live = await conn.execute("SELECT id FROM pgqueuer WHERE status = 'picked' "
+                                      "AND heartbeat >= now() - interval '10 minutes'")
+            await q.update_heartbeat([r[0] for r in await live.fetchall()])
+        finally:
+            await conn.close()
+
+    asyncio.run(beat())
+    ids = common.truth_ids(shaped.connect, f"SELECT id FROM pgqueuer WHERE {STALE}")
+    assert len(ids) == DEAD
+    common.assert_stuck_list_is_the_count(lambda zone: _cfg(shaped, zone), QUEUE, ids,
+                                          common.utc_truth(shaped.connect, TRUTH)["stuck_leases"])
 
 
 def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibServer) -> None:

@@ -121,18 +121,20 @@ def _move(conn: psycopg.Connection) -> None:
     for job in fetched[FINISHED_BY_LIB:FINISHED_BY_LIB + RETRIED_BY_LIB]:
         conn.execute(RETRY, (job,))
 
+# select_stalled_jobs_by_heartbeat (queries.sql): the jobs the truth's stuck_leases counts.
+STALLED = """WITH stalled_workers AS (SELECT id FROM procrastinate_workers
+                                 WHERE last_heartbeat < now() - interval '30 seconds')
+        SELECT job.id FROM procrastinate_jobs AS job LEFT JOIN stalled_workers AS sw ON sw.id = job.worker_id
+        WHERE job.status = 'doing' AND (job.worker_id IS NULL OR sw.id IS NOT NULL)"""
 # The library's own figures (see the module docstring), in a UTC session.
-TRUTH = """
+TRUTH = f"""
 SELECT (SELECT count(*) FROM procrastinate_jobs
         WHERE status = 'todo' AND (scheduled_at IS NULL OR scheduled_at <= now())) AS depth,
        (SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing') AS count_processing,
        (SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo' AND scheduled_at > now()) AS count_scheduled,
        (SELECT count(*) FROM procrastinate_jobs
         WHERE status IN ('succeeded', 'failed', 'cancelled', 'aborted')) AS count_done,
-       (WITH stalled_workers AS (SELECT id FROM procrastinate_workers
-                                 WHERE last_heartbeat < now() - interval '30 seconds')
-        SELECT count(*) FROM procrastinate_jobs AS job LEFT JOIN stalled_workers AS sw ON sw.id = job.worker_id
-        WHERE job.status = 'doing' AND (job.worker_id IS NULL OR sw.id IS NOT NULL)) AS stuck_leases,
+       (SELECT count(*) FROM ({STALLED}) AS stalled) AS stuck_leases,
        (SELECT coalesce(extract(epoch FROM now() - min(r.since)), 0)
         FROM procrastinate_jobs AS j
         CROSS JOIN LATERAL (SELECT greatest(max(e.at), j.scheduled_at) AS since FROM procrastinate_events AS e
@@ -168,6 +170,19 @@ def _cfg(db: LibServer, zone: str, tmp: Path | None = None) -> common.config.Con
 def test_figures_are_procrastinates_own_in_every_zone(shaped: LibServer) -> None:
     common.in_every_zone("procrastinate", VERSION, shaped.url, shaped.password, QUEUE, lambda zone: _cfg(shaped, zone),
                          lambda: common.utc_truth(shaped.connect, TRUTH), LEFT_OUT)
+
+
+def test_the_stuck_list_is_what_stuck_leases_counts(shaped: LibServer) -> None:
+    """The items drill-down's stuck list (queueops.items, as the console reads it) holds exactly the
+    20 jobs select_stalled_jobs_by_heartbeat returns, in every zone: those of the worker whose
+    heartbeat stopped, none of the live worker's (it failed outright before: the list read a
+    status_changed_at column procrastinate does not have, and no heartbeat)."""
+    with shaped.connect() as conn:  # the live worker beats (procrastinate's own update, every 10 s)
+        conn.execute("SELECT procrastinate_update_heartbeat_v1((SELECT min(id) FROM procrastinate_workers))")
+    ids = common.truth_ids(shaped.connect, STALLED)
+    assert len(ids) == DEAD
+    common.assert_stuck_list_is_the_count(lambda zone: _cfg(shaped, zone), QUEUE, ids,
+                                          common.utc_truth(shaped.connect, TRUTH)["stuck_leases"])
 
 
 def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibServer) -> None:

@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 
 from collectors import registry, runner
-from queueops import actions
+from queueops import actions, engine, items
 from queueops import config as config_mod
 from queueops.actions.model import NotOffered
 from tests.conftest import Lab
@@ -253,6 +253,10 @@ def test_a_lock_until_lease_is_ready_once_passed_and_requeue_sets_it_to_now(lab:
     cfg = _cfg(lab, write_cfg, tmp_path, _tasks_queue(schema, 'lease_ready = "past"\nowner_column = "locked_by"\n'))
     got = _collect(cfg, "depth", "stuck_leases")
     assert got["depth"] == (24, "exact") and got["stuck_leases"][0] == 4
+    # The drill-down's stuck list (it had none for lock-until leases): the same 4, by the same rule.
+    dead = sorted(r[0] for r in _sql(lab, schema, "SELECT id FROM @S.tasks WHERE locked_by = 'dead'"))
+    with engine.connection(cfg.targets[0], "collect", cfg.base_dir) as conn:
+        assert sorted(r["item"] for r in items.read(conn.execute, cfg.queue("jobs"), "postgresql", "stuck")) == dead
     plan = actions.plan(cfg, "requeue", "jobs")
     assert plan.preview.row_count == 4 and '"lock" = now()' in plan.preview.sql
     assert actions.execute(cfg, plan).rows_affected == 4
@@ -508,7 +512,7 @@ def test_the_readiness_statements_render_as_t_sql_that_parses(tmp_path: Path) ->
     assert "[visible] = 1" in texts[("depth", "messages")]
     assert "([lock] IS NULL OR [lock] <= SYSUTCDATETIME())" in texts[("depth", "tasks")]
     assert "[last_error_at] IS NULL OR [locked_at] <= [last_error_at]" in texts[("stuck_leases", "graphile")]
-    assert "[lock] > DATEADD(SECOND, CAST(" in texts[("stuck_leases", "tasks")]
+    assert "[lock] > DATEADD(SECOND, 300, SYSUTCDATETIME())" in texts[("stuck_leases", "tasks")]  # compiled stuck rule
     sqlf = sqlfiles.load("mssql", "actions/requeue")
     for q in cfg.queues:
         for bump in (False, True):
