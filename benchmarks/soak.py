@@ -363,18 +363,29 @@ def detection(store: Path, s: Soak, slow_s: float, fast_s: float) -> list[dict[s
 
 
 def alerts_summary(payloads: list[dict[str, Any]], end_firing: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every alert that fired, and whether a 'resolved' for it followed."""
+    """Every alert that fired, and whether a 'resolved' for it followed.
+
+    A webhook body is one notification per queue and cycle (queueops.alerts.notify.payload): its
+    transitions are in ``alerts``, each with its own ``alert``, ``state``, ``target``, ``queue``.
+    A body without that list is counted as unreadable and fails the verdict, never a quiet zero
+    (reading a top-level ``alert`` / ``state`` after the grouping counted nothing and reported every
+    alert resolved)."""
     last: dict[tuple[str, str, str], dict[str, Any]] = {}
     fired: dict[tuple[str, str, str], int] = defaultdict(int)
+    transitions = 0
+    unreadable = [str(p.get("id", "?")) for p in payloads if not isinstance(p.get("alerts"), list)]
     for p in payloads:
-        key = (p.get("alert", ""), p.get("target", ""), p.get("queue", ""))
-        if p.get("state") == "firing":
-            fired[key] += 1
-        last[key] = p
+        for a in p.get("alerts") if isinstance(p.get("alerts"), list) else ():
+            transitions += 1
+            key = (a["alert"], a.get("target", ""), a.get("queue", ""))
+            if a["state"] == "firing":
+                fired[key] += 1
+            last[key] = a
     unresolved = [f"{k[0]} on {k[1]}/{k[2]} (value {last[k].get('value')})" for k in fired
                   if last[k].get("state") != "resolved"]
-    return {"notifications": len(payloads), "alerts_fired": sum(fired.values()), "distinct": len(fired),
-            "unresolved_at_end": unresolved, "every_alert_resolved": not unresolved,
+    return {"notifications": len(payloads), "transitions": transitions, "unreadable_bodies": unreadable,
+            "alerts_fired": sum(fired.values()), "distinct": len(fired), "unresolved_at_end": unresolved,
+            "every_alert_resolved": not unresolved and not unreadable,
             "store_alert_state_firing_at_end": end_firing}
 
 
