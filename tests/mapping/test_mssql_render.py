@@ -182,7 +182,7 @@ def test_a_lease_error_column_is_honoured_and_a_missing_schema_is_dbo(tmp_path: 
     assert "FROM sys.indexes AS i" in stuck.sql and "not checked on SQL Server" not in stuck.sql
     assert "N' IS NOT NULL)'" in stuck.sql
     no_error = runner.build_statement(registry.by_name("stuck_leases"), target, [cfg.queue("hangfire_jobqueue")])
-    assert no_error is not None and "[Errors]" not in no_error.sql  # no error column mapped: lease_basic
+    assert no_error is not None and "[Errors]" not in no_error.sql  # no error column mapped: {stuck_held} leaves it out
     requeue = sqlfiles.load("mssql", "actions/requeue").render(
         "count_lease_unfailed", fragments_for(simple, "mssql"), {"cutoff": "x", "limit_n": 5})
     assert "[Errors] IS NULL" in requeue.sql
