@@ -196,7 +196,62 @@ def nearest_rank(sorted_values: str, q: str) -> str:
             f"element_at({sorted_values}, CAST(ceil({q} * size({sorted_values})) AS INT)) END")
 
 
-def five_minute_rollups(samples: DataFrame, params: Params) -> DataFrame:
+def _murmur3_int(value: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` of an INT (Murmur3 x86 32-bit, seed 42), as a signed 32-bit int: what its
+    hash partitioning takes ``pmod`` of. Computed here so that no Spark job is needed to find a key
+    per partition."""
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+    k = (value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
+    k = rotl(k, 15) * 0x1B873593 & 0xFFFFFFFF
+    h = rotl(seed ^ k, 13)
+    h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h ^= 4
+    h ^= h >> 16
+    h = h * 0x85EBCA6B & 0xFFFFFFFF
+    h ^= h >> 13
+    h = h * 0xC2B2AE35 & 0xFFFFFFFF
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+# An hour's span of hour numbers past which :func:`hour_tasks` gives up its lookup array (a scope
+# of hours years apart): the rows are then hashed by hour, several hours to a task.
+MAX_HOUR_SPAN = 100_000
+HOURS_PER_TASK = 2
+
+
+def hour_tasks(hours: Sequence[datetime] | None, per_task: int = 1) -> tuple[str, int] | None:
+    """SQL of an INT key that puts each of these hours in a shuffle partition of its own, and the
+    number of partitions (one per hour); None when the hours are unknown or too far apart.
+
+    Spark's hash partitioning sends a key to ``pmod(hash(key), n)``: hashed by hour, 42 hours in
+    42 partitions would leave about a third of the partitions empty and others with two or three
+    hours. The key here is, for the hour's place among the scope's hours, the smallest INT that
+    hashes to that place, so every task holds exactly one hour: the number of groups the
+    5-minute aggregation holds at once is one hour's, whatever the lake's length.
+    """
+    if not hours:
+        return None
+    starts = sorted({int(h.replace(tzinfo=h.tzinfo or UTC).timestamp()) // 3600 for h in hours})
+    n, first = -(-len(starts) // per_task), starts[0]
+    if starts[-1] - first >= MAX_HOUR_SPAN:
+        return None
+    keys: dict[int, int] = {}
+    candidate = 0
+    while len(keys) < n:
+        keys.setdefault(_murmur3_int(candidate) % n, candidate)
+        candidate += 1
+    table = [0] * (starts[-1] - first + 1)
+    for place, h in enumerate(starts):
+        table[h - first] = keys[place // per_task]
+    lookup = f"array({', '.join(map(str, table))})"
+    return f"element_at({lookup}, CAST(unix_micros(hour_start) DIV 3600000000L - {first}L AS INT) + 1)", n
+
+
+def five_minute_rollups(samples: DataFrame, params: Params,
+                        hours: Sequence[datetime] | None = None) -> DataFrame:
     """The 5-minute rows of the in-scope rows of ``samples`` (from :func:`prepare`; counter deltas
     and signals from :func:`with_deltas`), not yet in gold column order.
 
@@ -227,9 +282,13 @@ def five_minute_rollups(samples: DataFrame, params: Params) -> DataFrame:
     # exchange. Only the columns the aggregation reads cross it (a note only where a peak keeps it).
     d = (with_deltas(samples, params).where("in_scope")
          .selectExpr(*KEYS, "hour_start", "ts", "value", f"CASE WHEN metric IN ({notes}) THEN note END AS note",
-                     "delta", "covered_s", "reset", "signal")
-         .repartition("hour_start"))
-    out = d.groupBy(*KEYS, "hour_start", F.expr(floor_sql("ts", 300)).alias("window_start")).agg(
+                     "delta", "covered_s", "reset", "signal"))
+    tasks = hour_tasks(hours, HOURS_PER_TASK)
+    # ``task``: the shuffle key, one value per hour (functionally the hour, so grouping and windows
+    # by it change nothing); hashed by the hour itself when the hours are not known.
+    d = (d.selectExpr("*", f"{tasks[0]} AS task").repartition(tasks[1], "task") if tasks
+         else d.selectExpr("*", "hour_start AS task").repartition("task"))
+    out = d.groupBy(*KEYS, "task", "hour_start", F.expr(floor_sql("ts", 300)).alias("window_start")).agg(
         *[F.expr(a) for a in aggs])
     return out.selectExpr("*", f"{nearest_rank('vals', '0.95D')} AS p95",
                           "CAST(NULL AS ARRAY<DOUBLE>) AS quantiles")
@@ -271,7 +330,7 @@ def with_hours(five: DataFrame, params: Params) -> DataFrame:
     """
     pts = sketch_points(params)
     arr = f"array({', '.join(f'{p!r}D' for p in pts)})"
-    w = ("OVER (PARTITION BY target, database, queue, metric, hour_start ORDER BY window_start "
+    w = ("OVER (PARTITION BY target, database, queue, metric, task, hour_start ORDER BY window_start "
          "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)")
     x = five.selectExpr("*", *[f"{e} {w} AS h_{c}" for c, e in _HOUR_MERGE.items()])
     x = x.selectExpr("*", "CASE WHEN window_start = h_first_window THEN sort_array(flatten(h_lists)) END AS h_vals")
@@ -356,7 +415,9 @@ def rollups(samples: DataFrame, params: Params) -> DataFrame:
     return rollups_and_signals(samples, params).select(*ROLLUP_COLUMNS)
 
 
-def rollups_and_signals(samples: DataFrame, params: Params) -> DataFrame:
+def rollups_and_signals(samples: DataFrame, params: Params,
+                        hours: Sequence[datetime] | None = None) -> DataFrame:
     """5-minute and hourly rollups of the in-scope rows of ``samples`` (from :func:`prepare`), with
-    :data:`SIGNAL_COLUMNS` for the findings: :func:`five_minute_rollups`, then :func:`with_hours`."""
-    return with_hours(five_minute_rollups(samples, params), params)
+    :data:`SIGNAL_COLUMNS` for the findings: :func:`five_minute_rollups`, then :func:`with_hours`.
+    ``hours``: the hours in scope, when known (one shuffle partition each, :func:`hour_tasks`)."""
+    return with_hours(five_minute_rollups(samples, params, hours), params)

@@ -141,7 +141,7 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    rolled = ru.rollups_and_signals(ru.prepare(ru.read_lake(spark, files), recompute), params)
+    rolled = ru.rollups_and_signals(ru.prepare(ru.read_lake(spark, files), recompute), params, recompute)
     rolled = rolled.persist(StorageLevel.DISK_ONLY)
     rollup_base = join(out, gold.ROLLUPS)
     findings_base = join(out, gold.FINDINGS)
