@@ -151,10 +151,24 @@ def plan_shape(df) -> dict:  # noqa: ANN001 - DataFrame
             "windows": count["Window"], "aggregates": sum(o.endswith("Aggregate") for o in ops)}
 
 
+def floor_job(spark, lake: str, out: str):  # noqa: ANN001, ANN201 - SparkSession, (DataFrame, int)
+    """The floor's work in a session: read the Parquet, group by hour, target, queue and metric (count, min,
+    mean, max, percentile_approx 0.95), then count and write the result -- two actions. Returns the
+    aggregation and its number of groups."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(f"{lake}/snapshots")
+    agg = (df.groupBy(F.date_trunc("hour", "ts").alias("hour"), "target", "queue", "metric")
+           .agg(F.count("value").alias("samples"), F.min("value").alias("min"), F.avg("value").alias("mean"),
+                F.max("value").alias("max"), F.percentile_approx("value", 0.95, 1000).alias("p95")))
+    groups = agg.count()
+    agg.write.mode("overwrite").parquet(out)
+    return agg, groups
+
+
 def floor_worker(lake: str, out: str, master: str, driver_memory: str) -> dict:
     """Spark's own floor on this lake: read the Parquet, group by hour, target, queue and metric (count, min,
     mean, max, percentile_approx 0.95), then count and write the result -- two actions, same session settings."""
-    from pyspark.sql import functions as F
 
     from pipeline.spark import get_session
 
@@ -162,12 +176,7 @@ def floor_worker(lake: str, out: str, master: str, driver_memory: str) -> dict:
     spark = get_session(master, driver_memory=driver_memory)
     started = time.perf_counter() - t0
     t1 = time.perf_counter()
-    df = spark.read.parquet(f"{lake}/snapshots")
-    agg = (df.groupBy(F.date_trunc("hour", "ts").alias("hour"), "target", "queue", "metric")
-           .agg(F.count("value").alias("samples"), F.min("value").alias("min"), F.avg("value").alias("mean"),
-                F.max("value").alias("max"), F.percentile_approx("value", 0.95, 1000).alias("p95")))
-    groups = agg.count()
-    agg.write.mode("overwrite").parquet(out)
+    agg, groups = floor_job(spark, lake, out)
     job = time.perf_counter() - t1
     res = {"startup_s": round(started, 2), "job_s": round(job, 2), "groups": groups, **_jobs_and_stages(spark),
            "plan": plan_shape(agg)}

@@ -250,6 +250,26 @@ def hour_tasks(hours: Sequence[datetime] | None, per_task: int = 1) -> tuple[str
     return f"element_at({lookup}, CAST(unix_micros(hour_start) DIV 3600000000L - {first}L AS INT) + 1)", n
 
 
+def by_hour_task(samples: DataFrame, params: Params, hours: Sequence[datetime] | None = None) -> DataFrame:
+    """The in-scope rows with their counter deltas and signals (:func:`with_deltas`), each sent to
+    its hour's shuffle task (``task``, :func:`hour_tasks`): what the 5-minute aggregation reads.
+
+    One shuffle for the rest of the rollups: the hour's task serves the 5-minute aggregation (its
+    keys include the hour), the hour's merge (a window over the key's hour) and the gold write (one
+    file per window, date and hour) without another exchange. Only the columns the aggregation
+    reads cross it (a note only where a peak keeps it).
+    """
+    notes = sql_list(m.NOTE_METRICS)
+    d = (with_deltas(samples, params).where("in_scope")
+         .selectExpr(*KEYS, "hour_start", "ts", "value", f"CASE WHEN metric IN ({notes}) THEN note END AS note",
+                     "delta", "covered_s", "reset", "signal"))
+    tasks = hour_tasks(hours, HOURS_PER_TASK)
+    # ``task``: the shuffle key, one value per hour (functionally the hour, so grouping and windows
+    # by it change nothing); hashed by the hour itself when the hours are not known.
+    return (d.selectExpr("*", f"{tasks[0]} AS task").repartition(tasks[1], "task") if tasks
+            else d.selectExpr("*", "hour_start AS task").repartition("task"))
+
+
 def five_minute_rollups(samples: DataFrame, params: Params,
                         hours: Sequence[datetime] | None = None) -> DataFrame:
     """The 5-minute rows of the in-scope rows of ``samples`` (from :func:`prepare`; counter deltas
@@ -276,18 +296,7 @@ def five_minute_rollups(samples: DataFrame, params: Params,
         "max(CASE WHEN signal THEN ts END) AS sig_last_ts",
         "sort_array(collect_list(value)) AS vals",
         f"sum({xh}) AS hx", f"sum({xh} * {xh}) AS hxx", f"sum({xh} * value) AS hxy"]
-    # One shuffle for the rest of the rollups: the rows go to their hour's task (``hour_start``),
-    # which serves the 5-minute aggregation (its keys include the hour), the hour's merge (a window
-    # over the key's hour) and the gold write (one file per window, date and hour) without another
-    # exchange. Only the columns the aggregation reads cross it (a note only where a peak keeps it).
-    d = (with_deltas(samples, params).where("in_scope")
-         .selectExpr(*KEYS, "hour_start", "ts", "value", f"CASE WHEN metric IN ({notes}) THEN note END AS note",
-                     "delta", "covered_s", "reset", "signal"))
-    tasks = hour_tasks(hours, HOURS_PER_TASK)
-    # ``task``: the shuffle key, one value per hour (functionally the hour, so grouping and windows
-    # by it change nothing); hashed by the hour itself when the hours are not known.
-    d = (d.selectExpr("*", f"{tasks[0]} AS task").repartition(tasks[1], "task") if tasks
-         else d.selectExpr("*", "hour_start AS task").repartition("task"))
+    d = by_hour_task(samples, params, hours)
     out = d.groupBy(*KEYS, "task", "hour_start", F.expr(floor_sql("ts", 300)).alias("window_start")).agg(
         *[F.expr(a) for a in aggs])
     return out.selectExpr("*", f"{nearest_rank('vals', '0.95D')} AS p95",
