@@ -107,10 +107,10 @@ def session_conf(*, local: bool = True, launch: bool = True, driver_memory: str 
         "spark.sql.adaptive.enabled": "true",
         # The 5-minute aggregation keeps each window's values (a list: an object aggregate). Past
         # this many groups a task stops hashing and sorts its remaining rows by group instead, which
-        # measured about a third of a 10M-row run's CPU (docs/benchmarks.md) at Spark's default of
-        # 128. One hour per task (rollups.hour_tasks) is 12,000 groups for 1,000 series; the cap
-        # keeps a task's resident buffers bounded (about 1.5 KB a group at 20 samples a window)
-        # when an hour holds more series than that: it then sorts, as before.
+        # cost 8-11 s of the rollups step's 38-45 s of task CPU at 10M rows (docs/benchmarks.md) at
+        # Spark's default of 128. Two hours per task (rollups.hour_tasks) are 24,000 groups for 1,000
+        # series; the cap keeps a task's resident buffers (each group's values, as objects) bounded
+        # when its hours hold more series than that: it then sorts, as before.
         "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_AGG_GROUPS),
         # Partition values in gold paths are written zero-padded (hour=05): keep them strings.
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
