@@ -7,7 +7,7 @@ gives each part's task CPU, GC, spill and shuffle bytes (steadier than wall time
 machine). Prints one JSON object: per part the median of the repeats, and each part's CPU over the
 floor's.
 
-    .venv/bin/python benchmarks/rollups_breakdown.py                  # 10M rows, 2 repeats (~6 min)
+    .venv/bin/python benchmarks/rollups_breakdown.py                  # 10M rows, 2 repeats (~9 min)
     .venv/bin/python benchmarks/rollups_breakdown.py --rows 2000000 --repeat 3
 
 Parts (each includes the ones before it):
@@ -20,6 +20,14 @@ Parts (each includes the ones before it):
 * ``five_minute``: plus the 5-minute aggregation (``rollups.five_minute_rollups``);
 * ``hours``: plus the hours merged (``rollups.rollups_and_signals``);
 * ``step``: persisted and written as gold (``pipeline.run``'s rollups step).
+
+And three parts measured alone, each the cost of one thing the 5-minute rows need, on the lake's
+rows without the counter deltas (their columns null): ``hour_shuffle_alone`` (read, cleaned and
+sent to the hours' tasks), ``fixed_aggregates_alone`` (plus the 5-minute aggregates with a
+fixed-width buffer, which Spark evaluates in generated code) and ``value_lists_alone`` (plus only
+the sorted value lists, an object aggregation). ``parts_alone`` adds the shuffle and what each
+aggregation costs over it: a plan computing the 5-minute rows from one shuffle of the rows costs
+at least that, before the deltas, the hours and the write.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PARTS = ["read", "deltas", "shuffle", "five_minute", "hours", "step"]
+ALONE = ["hour_shuffle_alone", "fixed_aggregates_alone", "value_lists_alone"]
 
 
 def _task_metrics(event_dir: Path) -> dict[str, Counter]:
@@ -79,10 +88,10 @@ def main() -> None:
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
 
-    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
-    from pipeline import gold
     from pipeline import rollups as ru
+    from pipeline import run as pipeline_run
     from pipeline.params import Params
     from pipeline.spark import get_session
     from pipeline.storage import LocalStorage
@@ -110,10 +119,21 @@ def main() -> None:
         def step() -> None:
             out = base / "gold"
             shutil.rmtree(out, ignore_errors=True)
-            rolled = ru.rollups_and_signals(samples(), params, hours).persist(StorageLevel.DISK_ONLY)
-            gold.write_by_hour(rolled.select(*ru.ROLLUP_COLUMNS), str(out), ["window", "date", "hour"],
-                               gold.ROLLUP_ORDER)
+            rolled = pipeline_run.rolled_up(spark, files, hours, params)
+            pipeline_run.write_rollups(rolled, str(out))
             rolled.unpersist()
+
+        def shuffled_alone():  # noqa: ANN202 - a DataFrame
+            rows = samples().where("in_scope").selectExpr(
+                *ru.KEYS, "hour_start", "ts", "value", "note", "CAST(NULL AS DOUBLE) AS delta",
+                "CAST(NULL AS DOUBLE) AS covered_s", "CAST(NULL AS INT) AS reset", f"{ru.SIMPLE_SIGNAL} AS signal")
+            return ru.to_hour_tasks(rows, hours)
+
+        def five_alone(keep) -> None:  # noqa: ANN001 - a predicate on an aggregate's name
+            aggs = [a for a in ru.five_minute_aggregates() if keep(a.rsplit(" AS ", 1)[1])]
+            noop(shuffled_alone().groupBy(*ru.KEYS, "task", "hour_start",
+                                          F.expr(ru.floor_sql("ts", 300)).alias("window_start"))
+                 .agg(*[F.expr(a) for a in aggs]))
 
         runs = {
             "read": lambda: noop(samples()),
@@ -122,12 +142,15 @@ def main() -> None:
             "five_minute": lambda: noop(ru.five_minute_rollups(samples(), params, hours)),
             "hours": lambda: noop(ru.rollups_and_signals(samples(), params, hours)),
             "step": step,
+            "hour_shuffle_alone": lambda: noop(shuffled_alone()),
+            "fixed_aggregates_alone": lambda: five_alone(lambda name: name not in ru.OBJECT_AGGREGATES),
+            "value_lists_alone": lambda: five_alone(lambda name: name == "vals"),
             "floor": lambda: bench.floor_job(spark, str(lake), str(base / "floor")),
         }
         walls: dict[str, list[float]] = {}
         load = [round(os.getloadavg()[0], 2)]
         for i in range(a.repeat):
-            for name in ["floor", *PARTS]:
+            for name in ["floor", *PARTS, *ALONE]:
                 spark.sparkContext.setJobGroup(f"{name}#{i}", name)
                 t = time.perf_counter()
                 runs[name]()
@@ -138,13 +161,17 @@ def main() -> None:
         metrics = _task_metrics(events)
         out: dict = {"rows": info["rows"], "hours": info["hours"], "repeat": a.repeat,
                      "driver_memory": a.driver_memory, "load_avg": load, "parts": {}}
-        for name in ["floor", *PARTS]:
+        for name in ["floor", *PARTS, *ALONE]:
             runs_m = [metrics.get(f"{name}#{i}", Counter()) for i in range(a.repeat)]
             out["parts"][name] = {"wall_s": round(statistics.median(walls[name]), 2),
                                   **{k: round(statistics.median(r[k] for r in runs_m), 2)
                                      for k in ("cpu_s", "gc_s", "spill_mb", "shuffle_write_mb", "tasks")}}
         floor_cpu = out["parts"]["floor"]["cpu_s"] or 1.0
-        out["cpu_over_floor"] = {n: round(out["parts"][n]["cpu_s"] / floor_cpu, 2) for n in PARTS}
+        cpu = {n: out["parts"][n]["cpu_s"] for n in ALONE}
+        alone = (cpu["fixed_aggregates_alone"] + cpu["value_lists_alone"] - cpu["hour_shuffle_alone"])
+        out["parts"]["parts_alone"] = {"cpu_s": round(alone, 2)}
+        out["cpu_over_floor"] = {n: round(out["parts"][n]["cpu_s"] / floor_cpu, 2)
+                                 for n in [*PARTS, *ALONE, "parts_alone"]}
         print(json.dumps(out, indent=1))
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -263,11 +263,17 @@ def by_hour_task(samples: DataFrame, params: Params, hours: Sequence[datetime] |
     d = (with_deltas(samples, params).where("in_scope")
          .selectExpr(*KEYS, "hour_start", "ts", "value", f"CASE WHEN metric IN ({notes}) THEN note END AS note",
                      "delta", "covered_s", "reset", "signal"))
+    return to_hour_tasks(d, hours)
+
+
+def to_hour_tasks(rows: DataFrame, hours: Sequence[datetime] | None = None) -> DataFrame:
+    """``rows`` (with ``hour_start``) sent to their hours' shuffle tasks, two hours a task
+    (:func:`hour_tasks`), with the shuffle key ``task``: one value per hour (functionally the hour,
+    so grouping and windows by it change nothing); hashed by the hour itself when the hours are not
+    known."""
     tasks = hour_tasks(hours, HOURS_PER_TASK)
-    # ``task``: the shuffle key, one value per hour (functionally the hour, so grouping and windows
-    # by it change nothing); hashed by the hour itself when the hours are not known.
-    return (d.selectExpr("*", f"{tasks[0]} AS task").repartition(tasks[1], "task") if tasks
-            else d.selectExpr("*", "hour_start AS task").repartition("task"))
+    return (rows.selectExpr("*", f"{tasks[0]} AS task").repartition(tasks[1], "task") if tasks
+            else rows.selectExpr("*", "hour_start AS task").repartition("task"))
 
 
 def five_minute_rollups(samples: DataFrame, params: Params,
@@ -280,11 +286,26 @@ def five_minute_rollups(samples: DataFrame, params: Params,
     (the 5-minute p95 is one element of it; the hour merges them), and ``hx`` / ``hxx`` / ``hxy``,
     sums of x, x² and x·value with x in seconds since the hour's start (the hour's slope).
     """
+    d = by_hour_task(samples, params, hours)
+    out = d.groupBy(*KEYS, "task", "hour_start", F.expr(floor_sql("ts", 300)).alias("window_start")).agg(
+        *[F.expr(a) for a in five_minute_aggregates()])
+    return out.selectExpr("*", f"{nearest_rank('vals', '0.95D')} AS p95",
+                          "CAST(NULL AS ARRAY<DOUBLE>) AS quantiles")
+
+
+# The 5-minute aggregates whose buffer is not fixed-width (a string, a list): with them the whole
+# aggregation is Spark's object-based one, which evaluates every aggregate without generated code.
+OBJECT_AGGREGATES = ("peak_note", "vals")
+
+
+def five_minute_aggregates() -> list[str]:
+    """SQL of the 5-minute aggregates, each ``... AS name`` (read by :func:`five_minute_rollups`;
+    benchmarks/rollups_breakdown.py times the fixed-width ones apart from :data:`OBJECT_AGGREGATES`)."""
     notes = sql_list(m.NOTE_METRICS)
     sample_ts = "CASE WHEN value IS NOT NULL THEN ts END"  # times of samples, not of null rows
     x5 = f"(unix_micros(ts) - unix_micros({floor_sql('ts', 300)})) / 1e6"
     xh = f"CASE WHEN value IS NOT NULL THEN (unix_micros(ts) - unix_micros({floor_sql('ts', 3600)})) / 1e6 END"
-    aggs = [
+    return [
         "count(value) AS samples", "min(value) AS min", "avg(value) AS mean", "max(value) AS max",
         "sum(value) AS sum", f"min_by(value, {sample_ts}) AS first", f"max_by(value, {sample_ts}) AS last",
         f"min({sample_ts}) AS first_ts", f"max({sample_ts}) AS last_ts", f"regr_slope(value, {x5}) AS slope_per_s",
@@ -296,11 +317,6 @@ def five_minute_rollups(samples: DataFrame, params: Params,
         "max(CASE WHEN signal THEN ts END) AS sig_last_ts",
         "sort_array(collect_list(value)) AS vals",
         f"sum({xh}) AS hx", f"sum({xh} * {xh}) AS hxx", f"sum({xh} * value) AS hxy"]
-    d = by_hour_task(samples, params, hours)
-    out = d.groupBy(*KEYS, "task", "hour_start", F.expr(floor_sql("ts", 300)).alias("window_start")).agg(
-        *[F.expr(a) for a in aggs])
-    return out.selectExpr("*", f"{nearest_rank('vals', '0.95D')} AS p95",
-                          "CAST(NULL AS ARRAY<DOUBLE>) AS quantiles")
 
 
 # How an hour's columns merge from its 5-minute rows (window aggregates over the hour's rows).

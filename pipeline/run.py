@@ -133,21 +133,14 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
         cleared = gold.clear(fs_out, [p for h in recompute for p in gold.hour_paths(out, h)])
     summary["cleared"] = len(cleared)
 
-    # Only the rollups read the lake: their aggregation (with the findings' signal counts) is kept
-    # for the rollups' write and the findings, then dropped. On disk only: a memory level unrolls
-    # each partition's cached batches in the heap first, which ran a 1 GB driver out of memory on
-    # a 100M-row lake (docs/benchmarks.md); on disk, one batch at a time is in memory.
-    from pyspark import StorageLevel
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    rolled = ru.rollups_and_signals(ru.prepare(ru.read_lake(spark, files), recompute), params, recompute)
-    rolled = rolled.persist(StorageLevel.DISK_ONLY)
+    rolled = rolled_up(spark, files, recompute, params)
     rollup_base = join(out, gold.ROLLUPS)
     findings_base = join(out, gold.FINDINGS)
     with step("rollups"):
-        gold.write_by_hour(rolled.select(*ru.ROLLUP_COLUMNS), rollup_base, ["window", "date", "hour"],
-                           gold.ROLLUP_ORDER)
+        write_rollups(rolled, rollup_base)
     with step("findings"):
         # The profile is small (queues x hours): computed once into one partition (a local
         # checkpoint), so that the rules' union reads it instead of recomputing its aggregation
@@ -204,6 +197,32 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
     state.save(fs_out, out, st)
     summary["wall_s"] = round(time.monotonic() - started, 3)
     return summary
+
+
+def rolled_up(spark: Any, files: list[str], hours: list[datetime], params: Params) -> Any:
+    """The 5-minute and hourly rollups, with the findings' signal columns, of the lake ``files`` for
+    the ``hours`` recomputed (the files may hold earlier hours too: their rows are margin), persisted.
+
+    Only the rollups read the lake: their aggregation is kept for the rollups' write
+    (:func:`write_rollups`) and the findings, then dropped by the caller. On disk only: a memory
+    level unrolls each partition's cached batches in the heap first, which ran a 1 GB driver out of
+    memory on a 100M-row lake (docs/benchmarks.md); on disk, one batch at a time is in memory.
+    """
+    from pyspark import StorageLevel
+
+    from pipeline import rollups as ru
+
+    rolled = ru.rollups_and_signals(ru.prepare(ru.read_lake(spark, files), hours), params, hours)
+    return rolled.persist(StorageLevel.DISK_ONLY)
+
+
+def write_rollups(rolled: Any, rollup_base: str) -> None:
+    """The gold rollups (5-minute and hourly rows of :func:`rolled_up`): one folder per window, date
+    and hour under ``rollup_base``."""
+    from pipeline import rollups as ru
+
+    gold.write_by_hour(rolled.select(*ru.ROLLUP_COLUMNS), rollup_base, ["window", "date", "hour"],
+                       gold.ROLLUP_ORDER)
 
 
 def _mode(st: state.State, settings: str, full: bool, fs_out: Any, out: str) -> tuple[bool, str]:
