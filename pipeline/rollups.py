@@ -223,14 +223,16 @@ HOURS_PER_TASK = 2
 
 
 def hour_tasks(hours: Sequence[datetime] | None, per_task: int = 1) -> tuple[str, int] | None:
-    """SQL of an INT key that puts each of these hours in a shuffle partition of its own, and the
-    number of partitions (one per hour); None when the hours are unknown or too far apart.
+    """SQL of an INT key that puts these hours, ``per_task`` consecutive ones together, each group
+    in a shuffle partition of its own, and the number of partitions (``ceil(hours / per_task)``);
+    None when the hours are unknown or too far apart.
 
     Spark's hash partitioning sends a key to ``pmod(hash(key), n)``: hashed by hour, 42 hours in
     42 partitions would leave about a third of the partitions empty and others with two or three
-    hours. The key here is, for the hour's place among the scope's hours, the smallest INT that
-    hashes to that place, so every task holds exactly one hour: the number of groups the
-    5-minute aggregation holds at once is one hour's, whatever the lake's length.
+    hours (in 4 partitions, 9 to 12 hours each). The key here is, for the place of the hour's group
+    among the scope's hours, the smallest INT that hashes to that place, so every task holds exactly
+    ``per_task`` whole hours (the last one may hold fewer): the number of groups the 5-minute
+    aggregation holds at once is that many hours', whatever the lake's length.
     """
     if not hours:
         return None
@@ -346,8 +348,9 @@ def with_hours(five: DataFrame, params: Params) -> DataFrame:
 
     Why this shape, measured on 10M rows (docs/benchmarks.md): an aggregate whose buffer is not
     fixed-width (the peak's note, a quantile sketch, a list) makes the whole aggregation
-    object-based, and past 128 groups a task sorts its rows, so the cost grows with the rows it
-    sees. The job before counted each lake row in its 5-minute and in its hourly window (an
+    object-based, and past ``spark.sql.objectHashAggregate.sortBased.fallbackThreshold`` groups
+    (Spark's default 128; the pipeline's :data:`pipeline.spark.OBJECT_AGG_GROUPS`) a task sorts its
+    rows, so the cost grows with the rows it sees. The job before counted each lake row in its 5-minute and in its hourly window (an
     ``explode``: twice the rows through that sort) with a ``percentile_approx`` sketch per window.
     Merging the hours in a second aggregation would read the 5-minute rows twice (once for
     themselves): aggregated twice, or persisted with their value lists, which ran a 1 GB driver out
