@@ -180,6 +180,8 @@ def pg_index_bloat_pct(index_bytes: int, leaf_pages: int, avg_leaf_density: floa
         return 0.0
     live = max(0.0, min(1.0, live_fraction))
     ideal = leaf_pages * (avg_leaf_density / 100.0) * live / (max(10, min(100, fillfactor)) / 100.0)
+    if ideal > 0:
+        ideal = max(1.0, ideal)  # a fresh build of any live entry needs a whole leaf page: a one-leaf index is minimal
     return round(max(0.0, min(100.0, 100.0 * (1.0 - ideal / total_pages))), 1)
 
 

@@ -131,6 +131,12 @@ def test_pg_bloat_counts_empty_and_deleted_pages() -> None:
     assert 45 <= pg_index_bloat_pct(1001 * 8192, 1000, 45.0) <= 55
     # Only the metapage (a partial index rebuilt while no row matches it): nothing to reclaim.
     assert pg_index_bloat_pct(8192, 0, float("nan")) == 0.0
+    # One leaf page a few entries use (the lab's ready index after churn): a rebuild writes the same
+    # metapage and one leaf, so nothing is reclaimable however empty the leaf looks.
+    assert pg_index_bloat_pct(2 * 8192, 1, 0.3) == 0.0
+    assert pg_index_bloat_pct(3 * 8192, 2, 0.3) == 50.0
+    # A leaf with no entry left: a fresh build is the metapage alone.
+    assert pg_index_bloat_pct(2 * 8192, 1, 0.0) == 100.0
     # Pages but no leaf density to read: unknown, not zero.
     assert pg_index_bloat_pct(2 * 8192, 0, float("nan")) is None
 
