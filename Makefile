@@ -37,7 +37,7 @@ demo: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest --durations=25 --junitxml=artifacts/pytest-junit.xml
 
 # ruff, then the layering contracts of .importlinter (docs/architecture.md, "Layers").
 lint: setup
