@@ -23,7 +23,8 @@ def times(report: Path) -> Counter[str]:
     """Seconds per test file (``tests/x/test_y.py``), from a JUnit report's test cases."""
     out: Counter[str] = Counter()
     for case in ET.parse(report).getroot().iter("testcase"):
-        module = case.get("classname", "").split(".")
+        # A module skipped whole has no classname; its name is the module's dotted path.
+        module = (case.get("classname") or case.get("name", "")).split(".")
         # pytest's classname is the module path with dots (plus a class name when there is one).
         parts = [p for p in module if not p[:1].isupper()]
         out["/".join(parts) + ".py"] += float(case.get("time") or 0.0)

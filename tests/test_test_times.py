@@ -14,6 +14,7 @@ REPORT = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="tests.pipeline.test_gold" name="test_b" time="10.0" />
 <testcase classname="tests.pipeline.test_gold.TestHours" name="test_c" time="5.5" />
 <testcase classname="tests.test_judge" name="test_d" time="4.0" />
+<testcase classname="" name="tests.mssql.test_lab" time="0.000"><skipped /></testcase>
 </testsuite></testsuites>
 """
 
@@ -28,7 +29,7 @@ def test_sums_per_folder_and_file_slowest_first(tmp_path: Path) -> None:
     out = run(str(report), "--top", "2")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].split() == ["100.0", "s", "all", "3", "files"]
+    assert lines[0].split() == ["100.0", "s", "all", "4", "files"]  # a module skipped whole counts too
     assert "96.0 s   96.0 %  tests/pipeline" in out.stdout  # the class's test counts to its file
     files = lines[lines.index("slowest 2 files") + 1:]
     assert [f.split()[-1] for f in files] == ["tests/pipeline/test_cluster.py", "tests/pipeline/test_gold.py"]
