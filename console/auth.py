@@ -61,13 +61,6 @@ def role_for(cfg: Config, *names: str | None) -> Literal["viewer", "operator"]:
     return "viewer"
 
 
-def oidc_configured() -> bool:
-    try:
-        return "auth" in st.secrets
-    except Exception:  # noqa: BLE001 - no secrets file at all
-        return False
-
-
 def current() -> Identity | None:
     raw = st.session_state.get(KEY)
     if isinstance(raw, Identity):
@@ -87,7 +80,7 @@ def _cookie() -> str | None:
 
 def gate(cfg: Config) -> Identity:
     """Return who is signed in, or send the browser to the sign-in page and stop the script."""
-    if oidc_configured():
+    if signin.oidc_configured():
         return _oidc(cfg)
     if not cfg.console.users_file:
         ident = Identity("anonymous", "viewer", "anonymous")

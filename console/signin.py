@@ -86,6 +86,18 @@ def engine(cfg: config_mod.Config) -> Engine:
     return eng
 
 
+def oidc_configured() -> bool:
+    """Whether Streamlit's own OIDC sign-in is configured (an ``[auth]`` section in its secrets):
+    then it signs users in and the local sign-in page is off. Here, below console.auth, because both
+    the console's pages and these routes ask."""
+    import streamlit as st  # the routes run inside Streamlit's server; this module loads without it
+
+    try:
+        return "auth" in st.secrets
+    except Exception:  # noqa: BLE001 - no secrets file at all
+        return False
+
+
 def users_path(cfg: config_mod.Config) -> Path | None:
     return cfg.path(cfg.console.users_file) if cfg.console.users_file else None
 
@@ -309,8 +321,6 @@ def routes() -> list[Any]:
     def local_signin() -> tuple[config_mod.Config, Path] | None:
         cfg = configfile.load()
         path = users_path(cfg)
-        from console.auth import oidc_configured
-
         return None if path is None or oidc_configured() else (cfg, path)
 
     def forget_cookie(response: Response, request: Request) -> None:
