@@ -18,7 +18,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from collectors.counters import CounterRates
@@ -521,6 +520,3 @@ def run_once(cfg: Config, collectors: Sequence[Collector] | None = None,
         total.round_trips += r.round_trips
     return total
 
-
-def sql_dir() -> Path:
-    return Path(sqlfiles.__file__).resolve().parent.parent / "sql"

@@ -1,6 +1,6 @@
 """One style for every chart of the console, and how times and metrics are labelled.
 
-Every plotly chart goes through :func:`figure` / :func:`apply`, and the Overview's small charts are
+Every plotly chart goes through :func:`apply`, and the Overview's small charts are
 Vega-Lite specs from :func:`level_chart` with the same colours and fonts, so a colour or a font
 changes in one place. (The Overview draws no plotly chart: plotly.js is a 4.7 MB chunk that a new
 browser context must load and parse before the first chart appears; Vega ships with Streamlit's
@@ -132,10 +132,6 @@ def toolbar(filename: str) -> dict[str, object]:
     return {"displayModeBar": True, "displaylogo": False,
             "modeBarButtons": [["zoom2d", "resetScale2d", "toImage"]],
             "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}}
-
-
-def figure(**layout: object) -> go.Figure:
-    return apply(go.Figure(), **layout)  # type: ignore[arg-type]
 
 
 def time_trace(ts: Sequence[datetime] | pd.Series, values: Sequence[float | None] | pd.Series, name: str,

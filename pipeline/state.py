@@ -46,9 +46,6 @@ class State:
             return cls()  # unknown layout: start over (the run becomes a full one)
         return cls(dict(raw.get("partitions", {})), str(raw.get("settings", "")), dict(raw.get("last_run", {})))
 
-    def processed_hours(self) -> list[datetime]:
-        return sorted(parse_hour_key(k) for k in self.partitions)
-
 
 def state_path(out: str) -> str:
     return join(out, STATE_DIR, STATE_FILE)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
@@ -101,7 +100,3 @@ def _add_missing_columns(engine: Engine) -> None:
                     conn.execute(text(f"ALTER TABLE {q(table.name)} ADD COLUMN {q(col.name)} "
                                       f"{col.type.compile(dialect=engine.dialect)}"))
 
-
-def sqlite_path(engine: Engine) -> Path | None:
-    db = engine.url.database
-    return Path(db) if engine.url.get_backend_name() == "sqlite" and db else None
