@@ -350,8 +350,9 @@ def with_hours(five: DataFrame, params: Params) -> DataFrame:
     fixed-width (the peak's note, a quantile sketch, a list) makes the whole aggregation
     object-based, and past ``spark.sql.objectHashAggregate.sortBased.fallbackThreshold`` groups
     (Spark's default 128; the pipeline's :data:`pipeline.spark.OBJECT_AGG_GROUPS`) a task sorts its
-    rows, so the cost grows with the rows it sees. The job before counted each lake row in its 5-minute and in its hourly window (an
-    ``explode``: twice the rows through that sort) with a ``percentile_approx`` sketch per window.
+    rows, so the cost grows with the rows it sees. The job before counted each lake row in its
+    5-minute and in its hourly window (an ``explode``: twice the rows through that sort) with a
+    ``percentile_approx`` sketch per window.
     Merging the hours in a second aggregation would read the 5-minute rows twice (once for
     themselves): aggregated twice, or persisted with their value lists, which ran a 1 GB driver out
     of heap at 100M rows.

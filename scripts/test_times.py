@@ -44,13 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     for f, s in files.items():
         folders[f.rsplit("/", 1)[0]] += s
     total = sum(files.values())
+    share = 100 / total if total else 0.0  # an empty report has no shares
     print(f"{total:8.1f} s  all {len(files)} files")
     print("\nper folder")
     for folder, s in folders.most_common():
-        print(f"{s:8.1f} s  {100 * s / total:5.1f} %  {folder}")
+        print(f"{s:8.1f} s  {s * share:5.1f} %  {folder}")
     print(f"\nslowest {a.top} files")
     for f, s in files.most_common(a.top):
-        print(f"{s:8.1f} s  {100 * s / total:5.1f} %  {f}")
+        print(f"{s:8.1f} s  {s * share:5.1f} %  {f}")
     return 0
 
 
