@@ -306,9 +306,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only lake hours from then on: YYYY-MM-DD, YYYY-MM-DDTHH, ISO time, or 36h / 7d ago")
     p.add_argument("--full", action="store_true", help="recompute everything (from --since on) instead of "
                                                        "only new or changed lake hours")
-    p.add_argument("--master", metavar="URL", help="Spark master (default: local[*], or spark-submit's)")
-    p.add_argument("--driver-memory", metavar="SIZE", help="driver memory (default 1g; under spark-submit, "
-                                                          "spark-submit's --driver-memory)")
+    p.add_argument("--master", metavar="URL", help="Spark master (default: [pipeline] master of the config, else "
+                                                   "spark-submit's, else local[*])")
+    p.add_argument("--driver-memory", metavar="SIZE", help="driver memory (default: [pipeline] driver_memory of the "
+                                                          "config, 1g unless set; under spark-submit, spark-submit's "
+                                                          "--driver-memory)")
     p.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[],
                    help="a Spark setting, as spark-submit's --conf (repeatable), e.g. spark.executor.memory=512m "
                         "for a cluster's executors")
