@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", metavar="NAME")
     p.add_argument("--outcome", action="append", choices=OUTCOMES, help="repeatable")
     p.add_argument("--since", metavar="WHEN", help="a duration back from now (30m, 12h, 7d) or an ISO time")
-    p.add_argument("--limit", type=int, default=50, metavar="N")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N records (default 50)")
     p.add_argument("--id", type=int, metavar="N", help="show one record in full")
     p.add_argument("--json", action="store_true", help="one JSON object per record")
     p.add_argument("--sign-ins", action="store_true",

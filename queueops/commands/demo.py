@@ -18,7 +18,8 @@ from queueops.lab.pgserver import LabError
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="start the lab and the console together (Ctrl-C stops everything)")
-    p.add_argument("--state-dir", default=str(control.DEFAULT_STATE), metavar="DIR")
+    p.add_argument("--state-dir", default=str(control.DEFAULT_STATE), metavar="DIR",
+                   help="where the lab keeps its data and lab.toml (default: .queueops)")
     p.add_argument("--port", type=int, default=8501, help="console port (default 8501)")
     p.set_defaults(func=_demo)
 

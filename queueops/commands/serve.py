@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the Streamlit console",
                        description="Serves the console on http://localhost:PORT (default 8501).")
     add_config_arg(p)
-    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--port", type=int, default=8501, help="console port (default 8501)")
     p.add_argument("--address", default="localhost", help="address to listen on (default localhost)")
     p.set_defaults(func=_serve)
 

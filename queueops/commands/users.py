@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     us = p.add_subparsers(dest="users_command", metavar="ACTION", required=True)
     a = us.add_parser("add", help="add a user (asks for the password twice)")
     a.add_argument("name")
-    a.add_argument("--role", choices=users.ROLES, default="viewer")
+    a.add_argument("--role", choices=users.ROLES, default="viewer", help="(default viewer)")
     a.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
     a.add_argument("--replace", action="store_true", help="replace an existing user of that name")
     a.set_defaults(func=_add)
