@@ -16,6 +16,7 @@ from typing import Any, Literal
 from console.health import QueueHealth, format_age, format_value, queue_health
 from queueops.config import Queue
 from queueops.judge import (
+    OLD_SNAPSHOT,
     RULES,
     SNAPSHOT_WARN_S,
     SOURCES,
@@ -92,10 +93,10 @@ def classify(metric: str) -> Literal["snapshot", "blocker", "other"]:
 
 # Rows that repeat another row's details (same holder, other unit): not a second root cause.
 DUPLICATES = frozenset({"oldest_xmin_age_xids"})
-# A snapshot younger than the judge's old-snapshot level is ordinary work, not a root cause; one
-# past it is worth a recommendation even before the ghosts cross their threshold (the pipeline's
-# ghosts_held_by_snapshot rule uses the same levels).
-SNAPSHOT_MIN_AGE_S = SNAPSHOT_WARN_S
+# A snapshot younger than the old-snapshot level (the judge's, or the queue's own:
+# queueops.judge.snapshot_levels) is ordinary work, not a root cause; one past it is worth a
+# recommendation even before the ghosts cross their threshold (the pipeline's
+# ghosts_held_by_snapshot rule uses the same default level).
 
 
 # Rows whose details are lists of sessions under a key, not one session: the table-lock holders.
@@ -105,7 +106,8 @@ HOLDERS = "lock_blockers"
 SESSIONLESS = frozenset({"prepared transaction", "replication slot"})
 
 
-def root_causes(rows: Sequence[tuple[str, float | None, Mapping[str, Any] | None]]) -> list[RootCause]:
+def root_causes(rows: Sequence[tuple[str, float | None, Mapping[str, Any] | None]],
+                snapshot_min_age_s: float = SNAPSHOT_WARN_S) -> list[RootCause]:
     """Target-wide rows ``(metric, value, details)`` → root causes, the longest-standing first.
 
     A row without details (a plain counter, ``{}`` when nothing holds a snapshot, ``[]`` when
@@ -114,6 +116,8 @@ def root_causes(rows: Sequence[tuple[str, float | None, Mapping[str, Any] | None
     session without a pid is not a root cause (there is no card without a session to name and
     end), except a prepared transaction or replication slot holding the oldest snapshot. The age
     is the details' own (``xact_age_s``...); a row's value is its age only for a lone snapshot row.
+    A snapshot holder younger than ``snapshot_min_age_s`` (the queue's old-snapshot warn level) is
+    not one.
     """
     out: dict[tuple[str, object], RootCause] = {}
     for metric, value, details in rows:
@@ -135,7 +139,7 @@ def root_causes(rows: Sequence[tuple[str, float | None, Mapping[str, Any] | None
             cause = RootCause(kind, metric, age, dict(item))
             if cause.pid is None and not (kind == "snapshot" and item.get("kind") in SESSIONLESS):
                 continue
-            if kind == "snapshot" and (age is None or age < SNAPSHOT_MIN_AGE_S):
+            if kind == "snapshot" and (age is None or age < snapshot_min_age_s):
                 continue
             key = (kind, cause.pid if cause.pid is not None else id(item))
             seen = out.get(key)
@@ -167,7 +171,8 @@ def for_queue(causes: Sequence[RootCause], waiter_pids: Sequence[int] = ()) -> l
 Row = tuple[str, float | None, Mapping[str, Any] | None]
 
 
-def causes_of(target_rows: Sequence[Row], queue: str, queue_rows: Sequence[Row]) -> list[RootCause]:
+def causes_of(target_rows: Sequence[Row], queue: str, queue_rows: Sequence[Row],
+              snapshot_min_age_s: float = SNAPSHOT_WARN_S) -> list[RootCause]:
     """One queue's root causes from its target's rows and its own (``(metric, value, details)``):
     :func:`root_causes` of both, the table-lock holders named with the queue, kept to what concerns
     the queue (:func:`for_queue`, by the pids in its ``lock_waiters`` note)."""
@@ -180,7 +185,7 @@ def causes_of(target_rows: Sequence[Row], queue: str, queue_rows: Sequence[Row])
         if metric == "lock_waiters" and details:
             waiters = [p for p in details.get("pids") or () if isinstance(p, int)]
         rows.append((metric, value, details))
-    return for_queue(root_causes(rows), waiters)
+    return for_queue(root_causes(rows, snapshot_min_age_s), waiters)
 
 
 def _age(details: Mapping[str, Any], value: float | None) -> float | None:
@@ -261,7 +266,7 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
             "which no dequeue will ever read")
 
     ghosts_state = _state(queue, "ghost_records", values)
-    snap_state = snapshot_state(snapshot.age_s) if snapshot is not None else "ok"
+    snap_state = snapshot_state(snapshot.age_s, queue.threshold(OLD_SNAPSHOT)) if snapshot is not None else "ok"
     if ghosts_state in ("warn", "crit"):
         ghosts = format_value("ghost_records", v("ghost_records"))
         if snapshot is not None:

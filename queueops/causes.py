@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from queueops import judge
+from queueops.config import Queue
 from queueops.rows import SnapshotRow
 
 SNAPSHOT = "cause_snapshot_age_s"          # the target's oldest snapshot, spread to each of its queues
@@ -32,20 +33,30 @@ HEAD_BLOCKER = "cause_head_blocker_age_s"  # the oldest head of a chain whose wa
 SESSIONLESS = frozenset({"prepared transaction", "replication slot"})
 
 
-def levels() -> dict[str, tuple[str, str, str, float]]:
+def levels(snapshot: judge.Levels | None = None) -> dict[str, tuple[str, str, str, float]]:
     """Each alert rule on a cause: name -> (metric, judge rule id, severity, level in seconds). The
-    levels are the judge's: the old-snapshot rule (60 s / 600 s), a table lock that stops dequeues
-    (warn at once, crit from :data:`~queueops.judge.LOCK_HOLD_CRIT_S`), the head of waiters on a
-    row lock (warn from :data:`~queueops.judge.BLOCKER_MIN_AGE_S`). A table lock's warning is the
-    ``lock_blockers`` count itself (at least one holder), since an age of 0 is also "none"."""
+    levels are the judge's: the old-snapshot rule (60 s / 600 s, or a queue's own from its
+    ``snapshot`` threshold, :func:`~queueops.judge.snapshot_levels`), a table lock that stops
+    dequeues (warn at once, crit from :data:`~queueops.judge.LOCK_HOLD_CRIT_S`), the head of
+    waiters on a row lock (warn from :data:`~queueops.judge.BLOCKER_MIN_AGE_S`). A table lock's
+    warning is the ``lock_blockers`` count itself (at least one holder), since an age of 0 is also
+    "none"."""
+    warn, crit = judge.snapshot_levels(snapshot)
     return {
-        "cause:snapshot:warn": (SNAPSHOT, "ghosts_held_by_snapshot", "warn", judge.SNAPSHOT_WARN_S),
-        "cause:snapshot:crit": (SNAPSHOT, "ghosts_held_by_snapshot", "crit", judge.SNAPSHOT_CRIT_S),
+        "cause:snapshot:warn": (SNAPSHOT, "ghosts_held_by_snapshot", "warn", warn),
+        "cause:snapshot:crit": (SNAPSHOT, "ghosts_held_by_snapshot", "crit", crit),
         "cause:table_lock:warn": ("lock_blockers", "blocker", "warn", 1.0),
         "cause:table_lock:crit": (TABLE_LOCK, "blocker", "crit", judge.LOCK_HOLD_CRIT_S),
         "cause:head_blocker:warn": (HEAD_BLOCKER, "blocker", "warn", judge.BLOCKER_MIN_AGE_S),
         "cause:head_blocker:crit": (HEAD_BLOCKER, "blocker", "crit", judge.LOCK_HOLD_CRIT_S),
     }
+
+
+def snapshot_thresholds(queues: Iterable[Queue]) -> dict[tuple[str, str], judge.Levels | None]:
+    """Each queue's threshold on :data:`~queueops.judge.OLD_SNAPSHOT`, by (target, queue): what the
+    report judges a target's old snapshot with on each of its queues, as the console and the alerts
+    do (:func:`~queueops.judge.snapshot_levels`)."""
+    return {(q.target, q.name): q.threshold(judge.OLD_SNAPSHOT) for q in queues}
 
 
 def _details(note: str) -> Any:

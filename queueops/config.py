@@ -678,6 +678,11 @@ def _cross_checks(cfg: Config) -> list[Problem]:
             problems.append(Problem(f"{where}.claims", q.claims.table,
                                     "claims are read by PostgreSQL's stuck_leases only; on SQL Server no "
                                     "statement would count them (stuck_leases would be silently absent)"))
+        old_snapshot = q.thresholds.get("oldest_snapshot_age_s")
+        if old_snapshot is not None and old_snapshot.direction == "below":
+            problems.append(Problem(f"{where}.thresholds.oldest_snapshot_age_s.direction", "below",
+                                    "the old-snapshot levels are ages a snapshot reaches (queueops.judge."
+                                    "snapshot_levels): leave direction out or set \"above\""))
         for fld, value in _identifier_fields(q):
             problem = identifier_problem(value, target.dialect)
             if problem:

@@ -18,7 +18,11 @@ Decisions recorded here (each was written differently in several places before):
   pipeline's levels; the console used 30 s / 120 s). A queue workload's transactions take
   milliseconds, so a minute-old snapshot is already abnormal and worth naming as a root cause,
   while 30 s flagged ordinary batch jobs and reports; ten minutes is where the ghosts it pins
-  reach the hundreds of thousands in the lab and dequeues visibly slow down.
+  reach the hundreds of thousands in the lab and dequeues visibly slow down. A queue whose
+  thresholds set :data:`OLD_SNAPSHOT` has its own levels (:func:`snapshot_levels`), and every
+  surface reads them from there: the console's root cause, its alert, the report and the
+  terminate action's cut-off (before, only the action read them, and the per-queue alert rule
+  they made watched a target-wide metric no queue row carries, so it never fired).
 * Stuck leases are judged on :data:`STUCK_SAMPLES` = 1 sample (the console's rule; the pipeline
   required 3 consecutive ones). The metric already counts only leases older than the lease
   timeout -- that timeout is the patience -- and the requeue action releases exactly the leases
@@ -72,6 +76,9 @@ MIN_ROWS: int = _entry_int(FRAGMENTATION, "min_rows", 1000)
 STUCK_SAMPLES: int = _entry_int(STUCK, "samples", 1)
 SNAPSHOT_WARN_S = 60.0
 SNAPSHOT_CRIT_S = 600.0
+# The target-wide metric the old-snapshot rule judges; a queue's threshold on it is the queue's
+# old-snapshot levels (the snapshot pins every table of its database, each queue judges it).
+OLD_SNAPSHOT = "oldest_snapshot_age_s"
 
 
 def judge(value: float | None, threshold: Levels | None) -> State:
@@ -161,11 +168,27 @@ def streak(recent: Sequence[float | None], threshold: Levels | None) -> int:
     return n
 
 
-def snapshot_state(age_s: float | None) -> State:
-    """The old-snapshot rule: warn from :data:`SNAPSHOT_WARN_S`, critical from :data:`SNAPSHOT_CRIT_S`."""
+def snapshot_levels(threshold: Levels | None = None) -> tuple[float, float]:
+    """The old-snapshot rule's (warn, crit) ages in seconds for a queue whose threshold on
+    :data:`OLD_SNAPSHOT` is ``threshold``: its levels where it sets them, else
+    :data:`SNAPSHOT_WARN_S` / :data:`SNAPSHOT_CRIT_S`. A level left out never crosses the one set
+    (``crit = 30`` alone warns from 30 s too; ``warn = 900`` alone is critical from 900 s)."""
+    warn = threshold.warn if threshold is not None else None
+    crit = threshold.crit if threshold is not None else None
+    if warn is None:
+        warn = SNAPSHOT_WARN_S if crit is None else min(SNAPSHOT_WARN_S, float(crit))
+    if crit is None:
+        crit = max(SNAPSHOT_CRIT_S, float(warn))
+    return float(warn), float(crit)
+
+
+def snapshot_state(age_s: float | None, threshold: Levels | None = None) -> State:
+    """The old-snapshot rule: warn from :data:`SNAPSHOT_WARN_S`, critical from :data:`SNAPSHOT_CRIT_S`,
+    or from the queue's own levels (:func:`snapshot_levels` of its ``threshold``)."""
     if age_s is None:
         return "unknown"
-    return "crit" if age_s >= SNAPSHOT_CRIT_S else "warn" if age_s >= SNAPSHOT_WARN_S else "ok"
+    warn, crit = snapshot_levels(threshold)
+    return "crit" if age_s >= crit else "warn" if age_s >= warn else "ok"
 
 
 # A session holding a table lock that stops a queue's dequeues (LOCK TABLE, VACUUM FULL, an

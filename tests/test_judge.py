@@ -102,6 +102,46 @@ def test_the_old_snapshot_rule_is_the_same_in_the_console_and_the_pipeline() -> 
     assert recommend(q, "postgresql", {"ghost_records": 10.0}, [crit])[0].severity == "crit"
 
 
+@pytest.mark.parametrize(("warn", "crit", "levels"), [
+    (None, None, (60.0, 600.0)),   # no threshold of its own: the judge's
+    (20, 120, (20.0, 120.0)),
+    (20, None, (20.0, 600.0)),
+    (900, None, (900.0, 900.0)),   # a warning past the default critical level is critical from there too
+    (None, 30, (30.0, 30.0)),      # critical from 30 s warns from 30 s, never later
+    (None, 300, (60.0, 300.0)),
+])
+def test_a_queues_old_snapshot_levels(warn: float | None, crit: float | None, levels: tuple[float, float]) -> None:
+    th = config_mod.Threshold(warn=warn, crit=crit) if (warn, crit) != (None, None) else None
+    assert judge.snapshot_levels(th) == levels
+    assert judge.snapshot_state(levels[0] - 0.5, th) == "ok"
+    assert judge.snapshot_state(levels[0], th) == ("crit" if levels[0] == levels[1] else "warn")
+    assert judge.snapshot_state(levels[1], th) == "crit"
+
+
+def test_the_terminate_cutoff_and_the_console_share_a_queues_old_snapshot_level() -> None:
+    from queueops.actions.model import TerminateOptions
+    from queueops.actions.terminate import min_age_s
+
+    c = cfg(queues=[{**BASE["queues"][0], "thresholds": {"oldest_snapshot_age_s": {"warn": 15}}}, BASE["queues"][1]])
+    assert min_age_s(c.queue("jobs"), TerminateOptions()) == 15.0
+    assert min_age_s(c.queue("mail"), TerminateOptions()) == judge.SNAPSHOT_WARN_S
+    assert min_age_s(c.queue("jobs"), TerminateOptions(min_age_s=5)) == 5.0
+    held = RootCause("snapshot", "oldest_snapshot_age_s", 16.0, {"pid": 7})
+    recs = recommend(c.queue("jobs"), "postgresql", {"ghost_records": 10.0}, [held])
+    assert [(r.rule, r.severity) for r in recs] == [("ghosts_held_by_snapshot", "warn")]
+    assert recommend(c.queue("mail"), "postgresql", {"ghost_records": 10.0}, [held]) == []
+    # and the console names the 16 s holder a cause of 'jobs' only
+    assert [x.pid for x in root_causes([("oldest_snapshot_age_s", 16.0, {"pid": 7})], 15.0)] == [7]
+    assert root_causes([("oldest_snapshot_age_s", 16.0, {"pid": 7})]) == []
+
+
+def test_an_old_snapshot_threshold_below_is_refused_with_its_field() -> None:
+    bad = {**BASE["queues"][0], "thresholds": {"oldest_snapshot_age_s": {"warn": 15, "direction": "below"}}}
+    with pytest.raises(config_mod.ConfigError) as err:
+        cfg(queues=[bad])
+    assert "thresholds.oldest_snapshot_age_s.direction" in str(err.value) and "'below'" in str(err.value)
+
+
 def test_stuck_leases_are_judged_on_the_same_number_of_samples_everywhere() -> None:
     assert Params().stuck_cycles == judge.STUCK_SAMPLES == judge.samples_required("stuck_leases")
     c = cfg()

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from queueops import config as config_mod
 from queueops import judge
 from queueops.report import write_report
 from queueops.report.data import GoldError, gold_location
@@ -79,6 +80,18 @@ def test_a_young_snapshot_and_no_lock_leave_only_the_pipelines_findings(tmp_path
     make_gold(gold, snapshot_s=30, lock_held_s=None)
     res = write_report(gold, tmp_path / "r.html", day="2026-11-20")
     assert res["queue_states"] == {"lab/mail": "warn"} and res["findings"] == 1
+
+
+def test_a_queues_own_old_snapshot_levels_judge_it_in_the_report(tmp_path: Path) -> None:
+    # 30 s of snapshot: under the judge's 60 s, past 'jobs' own 20 s (critical from 25 s there);
+    # the command passes each queue's threshold as the console and the alerts read it.
+    gold = tmp_path / "gold"
+    make_gold(gold, snapshot_s=30, lock_held_s=None)
+    own = config_mod.Threshold(warn=20, crit=25)
+    res = write_report(gold, tmp_path / "r.html", day="2026-11-20",
+                       snapshot_thresholds={("lab", "jobs"): own, ("lab", "mail"): None})
+    assert res["queue_states"] == {"lab/jobs": "crit", "lab/mail": "warn"}  # mail: the pipeline's finding only
+    assert "(old from 20 s, critical from 25 s)" in (tmp_path / "r.html").read_text()
 
 
 def test_a_table_lock_is_a_warning_from_the_first_sample(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ def causes_for(sample: LiveSample, q: Queue) -> list[RootCause]:
     table), see :func:`console.findings.causes_of`."""
     target = [(r.metric, r.value, parse_note(r.note)) for r in sample.target_rows(q.target)]
     own = [(r.metric, r.value, parse_note(r.note)) for r in sample.rows if r.target == q.target and r.queue == q.name]
-    return causes_of(target, q.name, own)
+    return causes_of(target, q.name, own, judge.snapshot_levels(q.threshold(judge.OLD_SNAPSHOT))[0])
 
 
 def judge_all(cfg: Config, sample: LiveSample,
@@ -270,7 +270,7 @@ class CauseRow:
 
 def cause_rows(cfg: Config, sample: LiveSample, healths: Sequence[QueueHealth]) -> list[CauseRow]:
     """Every root cause of every reachable target now, one row per session (worst first): the
-    oldest snapshot's holder (past the judge's old-snapshot level), the sessions holding a queue's
+    oldest snapshot's holder (past each queue's old-snapshot level), the sessions holding a queue's
     table, the heads of chains holding up a queue's dequeuers, and lock waits on a queue's table
     that no session was named for (the waiters alone)."""
     rank = {h.queue: i for i, h in enumerate(healths)}  # worst first: a cause links to its worst queue
@@ -284,7 +284,7 @@ def cause_rows(cfg: Config, sample: LiveSample, healths: Sequence[QueueHealth]) 
         causes = causes_for(sample, q)
         for c in causes:
             if c.kind == "snapshot":
-                state = judge.snapshot_state(c.age_s)
+                state = judge.snapshot_state(c.age_s, q.threshold(judge.OLD_SNAPSHOT))
             elif c.kind == "blocker":
                 state = judge.blocker_state(c.age_s, c.holds_table)
             else:

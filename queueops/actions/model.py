@@ -113,7 +113,7 @@ class TerminateOptions(_Options):
     session: int | None = Field(default=None, gt=0, le=MAX_ROWS, description="end this session (it must be a root cause)")
     cancel_only: bool = Field(default=False, description="PostgreSQL: cancel the running statement, keep the session")
     min_age_s: float | None = Field(default=None, ge=0, le=WEEK_S, description="a snapshot holder counts from this transaction "
-                                    "age (default: the queue's oldest_snapshot_age_s warn threshold, else 30 s)")
+                                    "age (default: the queue's oldest_snapshot_age_s warn level, else 60 s)")
 
 
 OPTIONS: dict[str, type[_Options]] = {

@@ -25,9 +25,6 @@ from queueops.actions.decide import pick_cause, terminate_changed, terminate_ref
 from queueops.actions.model import ActionError, Plan, Preview, Refused, Step, TerminateOptions
 from queueops.config import Config, Queue, Target
 
-# A snapshot holder counts as the root cause from the judge's old-snapshot level (the same age from
-# which the console shows it and the alerts fire), unless the queue's thresholds say otherwise.
-DEFAULT_SNAPSHOT_MIN_AGE_S = judge.SNAPSHOT_WARN_S
 GONE_WAIT_S = 15.0
 POLL_S = 0.2
 IDENTITY = ("session_id", "session_start", "xact_start", "xact_id")
@@ -45,11 +42,13 @@ def check(queue: Queue, opts: TerminateOptions) -> None:
 
 
 def min_age_s(queue: Queue, opts: TerminateOptions) -> float:
-    """From what transaction age a snapshot holder counts as the root cause."""
+    """From what transaction age a snapshot holder counts as the root cause: the option, else the
+    queue's old-snapshot warn level (:func:`queueops.judge.snapshot_levels`: its threshold on
+    ``oldest_snapshot_age_s``, else 60 s), the age from which the console shows the holder and the
+    alert fires."""
     if opts.min_age_s is not None:
         return opts.min_age_s
-    thr = queue.threshold("oldest_snapshot_age_s")
-    return float(thr.warn) if thr is not None and thr.warn is not None else DEFAULT_SNAPSHOT_MIN_AGE_S
+    return judge.snapshot_levels(queue.threshold(judge.OLD_SNAPSHOT))[0]
 
 
 def sample(cfg: Config, target: Target, queue: Queue) -> dict[str, float | None]:

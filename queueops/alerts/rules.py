@@ -136,7 +136,9 @@ def effective_rules(cfg: Config) -> list[Rule]:
         return out
     for q in cfg.queues:
         covered = {r.metric for r in explicit if r.applies(q.name)}
-        metrics = set(q.thresholds) | set(_default_metrics())
+        # The queue's old-snapshot threshold is not a rule of its own: the metric is target-wide (no
+        # row of this queue carries it); it sets the levels of the queue's cause:snapshot rules.
+        metrics = (set(q.thresholds) | set(_default_metrics())) - {judge.OLD_SNAPSHOT}
         for metric in sorted(metrics - covered):
             th = q.threshold(metric)
             if th is None:
@@ -153,7 +155,7 @@ def effective_rules(cfg: Config) -> list[Rule]:
                                 frozenset({q.name}), severity, "threshold", judge.guards(metric),
                                 float(cfg.alerts.thresholds_clear_for_s),
                                 _clear_level(op, float(level), cfg.alerts.thresholds_clear_margin)))
-        for name, (metric, finding, severity, level) in causes.levels().items():
+        for name, (metric, finding, severity, level) in causes.levels(q.threshold(judge.OLD_SNAPSHOT)).items():
             if metric in covered:
                 continue
             out.append(Rule(name, metric, ">=", float(level), _hold_s(cfg, metric), frozenset({q.name}), severity,

@@ -105,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="PostgreSQL: cancel the running statement instead of ending the session")
     t.add_argument("--min-age-s", type=float, metavar="S",
                    help="a snapshot holder counts from this transaction age (default: the queue's "
-                        "oldest_snapshot_age_s warn threshold, else 30)")
+                        "oldest_snapshot_age_s warn level, else 60)")
     p.set_defaults(func=_act, parser=p)
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from queueops import causes
 from queueops.commands.common import add_config_arg, fail, load_config, print_json
 
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_arg(p)
     p.add_argument("--out", metavar="FILE", help="where to write it (default: [report] path of the config)")
     p.add_argument("--gold", metavar="PATH", help="gold tables folder (default: [pipeline] out of the config)")
-    p.add_argument("--date", metavar="YYYY-MM-DD", help="that UTC day (default: the 24 h before the last run)")
+    p.add_argument("--date", metavar="YYYY-MM-DD", help="that UTC day (default: the --hours before the last pipeline run, else before now)")
     p.add_argument("--hours", type=float, default=24.0, help="period length without --date (default 24)")
     p.add_argument("--no-pipeline", action="store_true", help="do not run the pipeline first")
     p.add_argument("--json", action="store_true", help="print what was written as one JSON object")
@@ -70,7 +71,8 @@ def _report(args: argparse.Namespace) -> int:
         from queueops import secrets
 
         print(f"queueops report: store unavailable: {secrets.mask(str(exc))}", file=sys.stderr)
-    result = write_report(gold, out, day=args.date, hours=args.hours, audit_engine=engine, setting=setting)
+    result = write_report(gold, out, day=args.date, hours=args.hours, audit_engine=engine, setting=setting,
+                          snapshot_thresholds=causes.snapshot_thresholds(cfg.queues))
     if args.json:
         print_json(result)
     else:

@@ -25,13 +25,15 @@ def period(gold: data.Lake, day: str | None, hours: float, now: datetime | None 
 
 def write_report(gold: str | Path, out: Path, *, day: str | None = None, hours: float = 24.0,
                  audit_engine: Any | None = None, now: datetime | None = None,
-                 setting: str = "[pipeline] out") -> dict[str, Any]:
+                 setting: str = "[pipeline] out", snapshot_thresholds: data.SnapshotThresholds | None = None
+                 ) -> dict[str, Any]:
     """Write the report to ``out`` (atomically) and return what it holds. ``gold`` is a local
     folder or a URI pyarrow reads (``s3://...``, ``file://...``); one it cannot open raises
-    :class:`~queueops.report.data.GoldError` naming ``setting`` and the value."""
+    :class:`~queueops.report.data.GoldError` naming ``setting`` and the value. ``snapshot_thresholds``:
+    each queue's old-snapshot threshold (:func:`queueops.causes.snapshot_thresholds`)."""
     lake = data.gold_location(gold, setting)
     start, end = period(lake, day, hours, now)
-    d = data.load(lake, start, end, audit_engine, shown=str(gold))
+    d = data.load(lake, start, end, audit_engine, shown=str(gold), snapshot_thresholds=snapshot_thresholds)
     text = html.render(d, now or datetime.now(UTC))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")

@@ -18,6 +18,7 @@ tuples did not rise.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -113,7 +114,13 @@ def latest_as_of(gold: Lake) -> datetime | None:
     return pd.to_datetime(f["as_of"], utc=True).max().to_pydatetime()
 
 
-def load(gold: Lake, start: datetime, end: datetime, audit_engine: Any | None, shown: str = "") -> ReportData:
+# Each queue's threshold on oldest_snapshot_age_s, (target, queue) -> levels
+# (:func:`queueops.causes.snapshot_thresholds`): a queue not in it has the judge's old-snapshot levels.
+SnapshotThresholds = Mapping[tuple[str, str], judge.Levels | None]
+
+
+def load(gold: Lake, start: datetime, end: datetime, audit_engine: Any | None, shown: str = "",
+         snapshot_thresholds: SnapshotThresholds | None = None) -> ReportData:
     days = _days(start, end)
     problems: list[str] = []
 
@@ -125,7 +132,8 @@ def load(gold: Lake, start: datetime, end: datetime, audit_engine: Any | None, s
 
     try:
         rollups = within(_utc(_read(gold, "rollups", days, ["5m", "1h"])), "window_start")
-        findings = with_root_causes(within(_utc(_read(gold, "findings", days)), "hour_start"), rollups)
+        findings = with_root_causes(within(_utc(_read(gold, "findings", days)), "hour_start"), rollups,
+                                    snapshot_thresholds)
         forecasts = _utc(_read(gold, "forecasts", None))
         fleet = _utc(_read(gold, "fleet", None))
     except (OSError, pa.ArrowException) as exc:
@@ -148,12 +156,13 @@ def _hourly(rollups: pd.DataFrame, metric: str) -> pd.DataFrame:
     return rollups[(rollups["window"] == "1h") & (rollups["metric"] == metric)]
 
 
-def root_causes(rollups: pd.DataFrame) -> pd.DataFrame:
+def root_causes(rollups: pd.DataFrame, snapshot_thresholds: SnapshotThresholds | None = None) -> pd.DataFrame:
     """The console's root causes, per queue and hour, as findings judged by the judge's rules:
 
     * ``ghosts_held_by_snapshot``: the target's ``oldest_snapshot_age_s`` (hourly max) through
-      :func:`~queueops.judge.snapshot_state` (60 s / 600 s), on every queue of the target, as the
-      console names the snapshot holder for each of them;
+      :func:`~queueops.judge.snapshot_state` (60 s / 600 s, or the queue's own levels from
+      ``snapshot_thresholds``), on every queue of the target, as the console names the snapshot holder
+      for each of them;
     * ``blocker``: a session held a table lock that stops the queue's dequeues (``lock_blockers``
       at least 1 in the hour) through :func:`~queueops.judge.blocker_state` with the hour's
       ``lock_wait_max_s`` as its age (it counts from the holder's transaction start while held).
@@ -166,16 +175,19 @@ def root_causes(rollups: pd.DataFrame) -> pd.DataFrame:
     queues = rollups[(rollups["window"] == "1h") & (rollups["queue"] != "")][
         ["target", "database", "queue", "window_start"]].drop_duplicates() if not rollups.empty else pd.DataFrame()
     for r in snap.itertuples():
-        state = judge.snapshot_state(float(r.max)) if pd.notna(r.max) else "ok"
-        if state not in ("warn", "crit") or queues.empty:
+        if not pd.notna(r.max) or queues.empty:
             continue
         mine = queues[(queues["target"] == r.target) & (queues["window_start"] == r.window_start)]
         for q in mine.itertuples():
+            threshold = (snapshot_thresholds or {}).get((r.target, q.queue))
+            age, state = float(r.max), judge.snapshot_state(float(r.max), threshold)
+            if state not in ("warn", "crit"):
+                continue
+            warn, crit = judge.snapshot_levels(threshold)
             rows.append(_cause_row("ghosts_held_by_snapshot", state, r, q.queue, "oldest_snapshot_age_s",
-                                   float(r.max), judge.SNAPSHOT_WARN_S,
-                                   {"snapshot_age_s": float(r.max), "holder": getattr(r, "peak_note", "") or ""},
-                                   f"a transaction held the oldest snapshot of {r.target} for up to {float(r.max):.0f} s "
-                                   f"(old from {judge.SNAPSHOT_WARN_S:.0f} s, critical from {judge.SNAPSHOT_CRIT_S:.0f} s)"))
+                                   age, warn, {"snapshot_age_s": age, "holder": getattr(r, "peak_note", "") or ""},
+                                   f"a transaction held the oldest snapshot of {r.target} for up to {age:.0f} s "
+                                   f"(old from {warn:.0f} s, critical from {crit:.0f} s)"))
     held = _hourly(rollups, "lock_blockers")
     waits = _hourly(rollups, "lock_wait_max_s")
     for r in held.itertuples() if not held.empty else ():
@@ -201,11 +213,12 @@ def _cause_row(rule: str, state: str, r: Any, queue: str, metric: str, value: fl
             "action": judge.advice(rule, queue), "date": hour.strftime("%Y-%m-%d"), "hour": hour.strftime("%H")}
 
 
-def with_root_causes(findings: pd.DataFrame, rollups: pd.DataFrame) -> pd.DataFrame:
+def with_root_causes(findings: pd.DataFrame, rollups: pd.DataFrame,
+                     snapshot_thresholds: SnapshotThresholds | None = None) -> pd.DataFrame:
     """The pipeline's findings and :func:`root_causes`; where both have the same rule for a queue's
     hour (the pipeline's ghosts_held_by_snapshot needs the dead tuples to rise), the pipeline's row
     is kept with the worse severity of the two."""
-    causes = root_causes(rollups)
+    causes = root_causes(rollups, snapshot_thresholds)
     if causes.empty:
         return findings
     if findings.empty:

@@ -10,9 +10,11 @@ import json
 import pytest
 
 from console.data import LiveSample
+from console.findings import assess
 from console.views.overview import causes_for
 from queueops import causes, judge
 from queueops import config as config_mod
+from queueops.alerts.rules import effective_rules
 from queueops.rows import SnapshotRow
 from tests.console.test_overview_not_visible import SNAPSHOT_WHY, T0
 
@@ -20,6 +22,13 @@ CFG = config_mod.parse({
     "targets": [{"name": "a", "dialect": "postgresql", "url": "postgresql://u@h:5432/d"}],
     "queues": [{"name": q, "target": "a", "kind": "lease", "table": q, "key": "id", "lease_column": "taken_at"}
                for q in ("jobs", "mail")],
+})
+# The same queues, "mail" with its own old-snapshot levels (a queue whose transactions must stay short).
+OWN = config_mod.parse({
+    "targets": [{"name": "a", "dialect": "postgresql", "url": "postgresql://u@h:5432/d"}],
+    "queues": [{"name": "jobs", "target": "a", "kind": "lease", "table": "jobs", "key": "id", "lease_column": "taken_at"},
+               {"name": "mail", "target": "a", "kind": "lease", "table": "mail", "key": "id", "lease_column": "taken_at",
+                "thresholds": {"oldest_snapshot_age_s": {"warn": 20, "crit": 120}}}],
 })
 
 
@@ -40,19 +49,33 @@ def cycle(snapshot: object = "{}", snapshot_s: float = 0, heads: list | None = N
     return rows
 
 
-def console_state(rows: list[SnapshotRow], queue: str) -> str:
-    """The worst state the Overview's root causes give the queue (as its cause banners judge them)."""
+def console_state(rows: list[SnapshotRow], queue: str, cfg: config_mod.Config = CFG) -> str:
+    """The worst state the Overview's root causes give the queue (as its cause banners judge them,
+    overview.cause_rows: each cause against the queue's own old-snapshot levels)."""
     sample = LiveSample(T0, rows)
+    q = cfg.queue(queue)
     return judge.worst_state(
-        judge.snapshot_state(c.age_s) if c.kind == "snapshot" else judge.blocker_state(c.age_s, c.holds_table)
-        for c in causes_for(sample, CFG.queue(queue)) if c.kind in ("snapshot", "blocker"))
+        judge.snapshot_state(c.age_s, q.threshold(judge.OLD_SNAPSHOT)) if c.kind == "snapshot"
+        else judge.blocker_state(c.age_s, c.holds_table)
+        for c in causes_for(sample, q) if c.kind in ("snapshot", "blocker"))
 
 
-def alert_state(rows: list[SnapshotRow], queue: str) -> str:
-    """The worst severity of the cause:* rules whose condition holds for the queue (hold aside)."""
+def page_state(rows: list[SnapshotRow], queue: str, cfg: config_mod.Config) -> str:
+    """The severity of the queue's old-snapshot finding on its page and in its Overview State
+    (console.findings.assess); ok without one."""
+    sample = LiveSample(T0, rows)
+    q = cfg.queue(queue)
+    _, recs = assess(q, "postgresql", sample.values().get(("a", queue), {}), causes_for(sample, q))
+    return judge.worst_state(r.severity for r in recs if r.rule == "ghosts_held_by_snapshot")
+
+
+def alert_state(rows: list[SnapshotRow], queue: str, cfg: config_mod.Config = CFG) -> str:
+    """The worst severity of the queue's cause:* alert rules (as the service builds them) whose
+    condition holds (hold aside)."""
     values = {(x.queue, x.metric): x.value for x in (*rows, *causes.cause_rows(rows))}
-    return judge.worst_state(sev for metric, _rule, sev, level in causes.levels().values()
-                             if (values.get((queue, metric)) or 0) >= level)
+    return judge.worst_state(r.severity for r in effective_rules(cfg)
+                             if r.name.startswith("cause:") and r.applies(queue) and r.queues
+                             and r.holds(values.get((queue, r.metric)) or 0))
 
 
 HOLDER = {"pid": 5, "mode": "ExclusiveLock", "xact_age_s": 5.0}
@@ -79,3 +102,29 @@ def test_the_overview_and_the_alerts_give_each_queue_the_same_root_cause_state(n
     rows, jobs, mail = SCENARIOS[name]
     assert (console_state(rows, "jobs"), console_state(rows, "mail")) == (jobs, mail)
     assert (alert_state(rows, "jobs"), alert_state(rows, "mail")) == (jobs, mail)
+
+
+OWN_LEVELS = {
+    # jobs keeps the judge's 60 s / 600 s; mail warns from 20 s, critical from 120 s
+    "snapshot 10 s": (cycle({"kind": "backend", "pid": 42}, 10), "ok", "ok"),
+    "snapshot 30 s": (cycle({"kind": "backend", "pid": 42}, 30), "ok", "warn"),
+    "snapshot 90 s": (cycle({"kind": "backend", "pid": 42}, 90), "warn", "warn"),
+    "snapshot 150 s": (cycle({"kind": "backend", "pid": 42}, 150), "warn", "crit"),
+    "snapshot 700 s": (cycle({"kind": "backend", "pid": 42}, 700), "crit", "crit"),
+}
+
+
+@pytest.mark.parametrize("name", OWN_LEVELS)
+def test_a_queues_own_old_snapshot_levels_are_what_the_overview_and_its_alerts_judge_by(name: str) -> None:
+    rows, jobs, mail = OWN_LEVELS[name]
+    assert (console_state(rows, "jobs", OWN), console_state(rows, "mail", OWN)) == (jobs, mail)
+    assert (page_state(rows, "jobs", OWN), page_state(rows, "mail", OWN)) == (jobs, mail)
+    assert (alert_state(rows, "jobs", OWN), alert_state(rows, "mail", OWN)) == (jobs, mail)
+
+
+def test_a_queues_old_snapshot_threshold_makes_no_rule_on_the_target_wide_metric() -> None:
+    # Before, it made threshold:oldest_snapshot_age_s:* rules for the queue, which read the queue's
+    # rows of a metric only the target's row ('' queue) carries: they could never fire.
+    assert not [r for r in effective_rules(OWN) if r.metric == judge.OLD_SNAPSHOT]
+    levels = {r.name: r.value for r in effective_rules(OWN) if r.name.startswith("cause:snapshot") and r.applies("mail")}
+    assert levels == {"cause:snapshot:warn": 20.0, "cause:snapshot:crit": 120.0}
