@@ -126,15 +126,24 @@ def test_the_transition_carries_the_queue_state_of_the_judge(tmp_path: Path) -> 
     engine.dispose()
 
 
+OWN_LEVEL_S = 20.0
+
+
 def test_snapshot_hold_on_the_lab_fires_the_snapshot_alert(lab, tmp_path: Path) -> None:  # noqa: ANN001
     """The lab's snapshot-hold fault, switched on in the real workload: once its session's
-    transaction is past the judge's 60 s, the real collectors' rows fire cause:snapshot:warn on
-    every lab queue (the Overview's 'A long transaction holds cleanup back'), and nothing else
-    of the kind before that."""
+    transaction is past the queues' old-snapshot level, the real collectors' rows fire
+    cause:snapshot:warn on every lab queue (the Overview's 'A long transaction holds cleanup
+    back'), and nothing else of the kind before that. The level is each queue's own
+    (``thresholds.oldest_snapshot_age_s``, 20 s here; the judge's 60 s is the same rule, checked
+    without a database in tests/console/test_causes_agree.py), so the test waits 20 s, not 60."""
     from queueops.lab import control
 
     path = write_test_config(lab, "alert-causes.toml", 3)
-    cfg = config_mod.load(path)
+    loaded = config_mod.load(path)
+    own = config_mod.Threshold(warn=OWN_LEVEL_S)
+    cfg = loaded.model_copy(update={"queues": [
+        q.model_copy(update={"thresholds": {**q.thresholds, judge.OLD_SNAPSHOT: own}}) for q in loaded.queues]})
+    assert {r.value for r in effective_rules(cfg) if r.name == "cause:snapshot:warn"} == {OWN_LEVEL_S}
     run = start(lab, path, TEST_SETTINGS)
     engine = open_engine(f"sqlite:///{tmp_path / 'store.db'}")
     manager = AlertManager(effective_rules(cfg), engine, log_lines=False)
@@ -154,7 +163,7 @@ def test_snapshot_hold_on_the_lab_fires_the_snapshot_alert(lab, tmp_path: Path) 
 
         wait_for(lambda: holder_age() > 0, 20, interval=1, what="the snapshot-hold session as the oldest snapshot")
         assert not [t for t in fired if t.rule.name.startswith("cause:snapshot")]  # young: no page yet
-        wait_for(lambda: holder_age() >= judge.SNAPSHOT_WARN_S + 6 and
+        wait_for(lambda: holder_age() >= OWN_LEVEL_S + 6 and
                  {t.queue for t in fired if t.rule.name == "cause:snapshot:warn" and t.state == "firing"}
                  == {q.name for q in cfg.queues}, 120, interval=2, what="cause:snapshot:warn on every lab queue")
         assert all(t.queue_state in ("warn", "crit") for t in fired if t.rule.name == "cause:snapshot:warn")
