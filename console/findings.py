@@ -298,17 +298,14 @@ def recommend(queue: Queue, dialect: str, values: Mapping[str, float | None],
         add("info", "watermark_lags",
             f"the lowest ready key is {format_value('watermark_drift', drift)} keys past the watermark")
 
-    timeouts = v("lock_timeouts_per_s")
+    # Lock timeouts are server-wide counters (the target's row), not evidence about one queue's table.
     held = v("lock_blockers")
-    if blocker is None and (lock_state in ("warn", "crit") or (timeouts is not None and timeouts > 0)
-                            or (held is not None and held > 0)):
+    if blocker is None and (lock_state in ("warn", "crit") or (held is not None and held > 0)):
         evidence = []
         if v("lock_waiters"):
             evidence.append(f"{format_value('lock_waiters', v('lock_waiters'))} session(s) waiting on a lock")
         if held:
             evidence.append(f"{held:.0f} session(s) holding a table lock that blocks every change")
-        if timeouts:
-            evidence.append(f"{timeouts:.2f} lock timeouts/s")
         add(_sev(lock_state if lock_state != "ok" else "warn"), "lock_waits",
             "; ".join(evidence) or "lock waits on the queue table")
 

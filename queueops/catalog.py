@@ -136,6 +136,15 @@ def get(name: str) -> Metric | None:
     return None
 
 
+def target_wide(name: str) -> str | None:
+    """The collector of ``name`` when only target-scope collectors emit it (a server-wide figure,
+    in the target's row, queue ``''``), else None: no queue's row carries such a metric."""
+    m = get(name)
+    cols = collectors()
+    scopes = {cols[c].scope for c in m.collectors if c in cols} if m is not None else set()
+    return m.collectors[0] if m is not None and scopes == {"target"} else None
+
+
 def rate_source(name: str) -> str | None:
     """``lock_timeouts_per_s`` -> ``lock_timeouts_total`` when that is a catalogued counter."""
     if not name.endswith(RATE_SUFFIX):

@@ -678,6 +678,14 @@ def _cross_checks(cfg: Config) -> list[Problem]:
             problems.append(Problem(f"{where}.claims", q.claims.table,
                                     "claims are read by PostgreSQL's stuck_leases only; on SQL Server no "
                                     "statement would count them (stuck_leases would be silently absent)"))
+        for metric, th in q.thresholds.items():
+            collector = catalog.target_wide(metric)
+            if collector is not None and metric != "oldest_snapshot_age_s":
+                problems.append(Problem(
+                    f"{where}.thresholds.{metric}", th.model_dump(exclude_none=True),
+                    f"a target-wide metric (the {collector} collector reads the server, not the queue's table): no "
+                    "row of this queue carries it, so a queue's level would judge nothing and never alert; set "
+                    "it as an [[alerts.rules]] rule without queues, which judges each target's row"))
         old_snapshot = q.thresholds.get("oldest_snapshot_age_s")
         if old_snapshot is not None and old_snapshot.direction == "below":
             problems.append(Problem(f"{where}.thresholds.oldest_snapshot_age_s.direction", "below",

@@ -92,8 +92,18 @@ def test_an_unknown_metric_in_thresholds_is_refused_with_the_list(tmp_path: Path
     assert "queues[0](name='jobs').thresholds = " in message
     assert "unknown metric(s) 'depht'" in message and "depth" in message and "stuck_leases" in message
     path = tmp_path / "rate.toml"
-    path.write_text(f"{TARGET}{LEASE_QUEUE}thresholds = {{ lock_timeouts_per_s = {{ warn = 1 }} }}\n")
-    assert config_mod.load(path).queues[0].thresholds["lock_timeouts_per_s"].warn == 1  # a counter's rate
+    path.write_text(f"{TARGET}{LEASE_QUEUE}thresholds = {{ row_lock_waits_per_s = {{ warn = 1 }} }}\n")
+    assert config_mod.load(path).queues[0].thresholds["row_lock_waits_per_s"].warn == 1  # a counter's rate
+
+
+@pytest.mark.parametrize("metric", ["lock_timeouts_per_s", "blocked_sessions", "version_store_kb"])
+def test_a_queue_threshold_on_a_target_wide_metric_is_refused_and_says_where_it_belongs(
+        tmp_path: Path, metric: str) -> None:
+    # No row of the queue carries it (the collector writes the target's row): the level would judge
+    # nothing on the Overview and its alert rule would never fire.
+    message = _refusal(tmp_path, f"{TARGET}{LEASE_QUEUE}thresholds = {{ {metric} = {{ warn = 1 }} }}\n")
+    assert f"queues[0](name='jobs').thresholds.{metric} = {{'warn': 1.0" in message, message
+    assert "target-wide metric" in message and "[[alerts.rules]] rule without queues" in message
 
 
 @pytest.mark.parametrize("name", ["l\u0430b", "j\u043ebs", "\u0440\u0430\u0443", "q\u03bfueue", "\u0391\u0392\u0395"])
