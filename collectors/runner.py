@@ -22,7 +22,7 @@ from typing import Any
 
 from collectors.counters import CounterRates
 from collectors.registry import COLLECTORS, Collector
-from queueops import coltypes, engine, mapping, sqlfiles
+from queueops import catalog, coltypes, engine, mapping, sqlfiles
 from queueops.config import Config, Queue, Target
 from queueops.rows import SnapshotRow, StatusRow, utcnow
 
@@ -51,6 +51,23 @@ def compiled(queue: Queue, dialect: str, types: Types | None = None) -> mapping.
     key = (id(queue), dialect, id(types), limits)
     return _memo(key, (queue, types), lambda: [mapping.compile_queue(queue, dialect, types, limits)],
                  _COMPILED, _COMPILED_MAX)[0]
+
+
+def uncollected(target: Target, queue: Queue, metrics: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Of ``metrics``, each one whose queue collectors all have no block for this queue's mapping
+    (``queueops sql`` says "not collected"), with their names: no row of it will ever be read, so
+    a level on it never judges anything. Target-wide metrics, and those the runner writes itself,
+    are not queue collectors' and are left out. A block that applies may still not emit every
+    metric its file can (a kind's own counts), so this finds the certain holes only."""
+    out: dict[str, tuple[str, ...]] = {}
+    for metric in metrics:
+        entry = catalog.get(metric)
+        if entry is None or entry.source != "sql":
+            continue
+        mine = [c for c in COLLECTORS if c.name in entry.collectors and c.scope == "queue"]
+        if mine and not any(build_statements(c, target, [queue]) for c in mine):
+            out[metric] = tuple(c.name for c in mine)
+    return out
 
 
 def target_lists(queues: Sequence[mapping.CompiledQueue]) -> dict[str, list[str]]:

@@ -71,9 +71,23 @@ def _tables(q: Queue) -> list[tuple[str, str | None, str]]:
     return out
 
 
-def coverage(q: Queue) -> list[Finding]:
+def uncollected_thresholds(target: Target, q: Queue) -> list[tuple[str, str, str]]:
+    """``(metric, why, fix)`` for each of the queue's own thresholds on a metric that no collector
+    reads for its mapping (:func:`collectors.runner.uncollected`): the level never judges anything
+    and its alert never fires. Needs no connection: ``config check`` tells it too."""
+    from collectors import runner
+
+    return [(metric, f"no collector reads {metric} for this queue's mapping ({', '.join(names)}: no block "
+                     "applies to it), so this level never judges anything and its alert never fires",
+             f"remove the threshold, or map the columns {names[0]} reads for a {q.kind} queue "
+             "(docs/metrics.md, 'Columns and indexes each metric needs')")
+            for metric, names in runner.uncollected(target, q, q.thresholds).items()]
+
+
+def coverage(q: Queue, target: Target | None = None) -> list[Finding]:
     """Metrics this mapping cannot produce, and why (a silent hole is worse than a warning)."""
-    out = []
+    out = [Finding("warning", q.name, f"thresholds.{metric}", "", why, fix)
+           for metric, why, fix in (uncollected_thresholds(target, q) if target is not None else ())]
     if not q.enqueued_at and not q.times_from and q.kind in ("delete", "status", "lease", "ring"):
         out.append(Finding("warning", q.name, "enqueued_at", "", "no enqueue-time column: oldest_age_s is not "
                            "collected, so its thresholds never fire", "map enqueued_at to the column that holds "
@@ -492,7 +506,7 @@ def report_live(cfg: Config) -> LiveReport:
                 problems = coltypes.problems(q, types, target.dialect)
                 report.findings += [Finding(p.severity, q.name, p.field, p.value, p.message, p.fix)
                                     for p in problems]
-                report.findings += coverage(q)
+                report.findings += coverage(q, target)
                 report.findings += _requeue_offer(conn, q, report)
                 if q.kind != "ring" and not problems:
                     seeks = (_pg_seeks(conn, target, q, types) if target.dialect == "postgresql"

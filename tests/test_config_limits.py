@@ -106,6 +106,32 @@ def test_a_queue_threshold_on_a_target_wide_metric_is_refused_and_says_where_it_
     assert "target-wide metric" in message and "[[alerts.rules]] rule without queues" in message
 
 
+def test_a_threshold_on_a_metric_no_collector_reads_for_the_queue_is_a_warning_naming_its_field(
+        tmp_path: Path) -> None:
+    from collectors import runner
+
+    # A delete queue without claims, watermark or enqueue time: stuck_leases, watermark_drift and
+    # oldest_age_s have no block for it; depth and lock_waiters do.
+    delete = ('[[queues]]\nname = "mail"\ntarget = "t"\nkind = "delete"\ntable = "mail"\nkey = "id"\n'
+              "thresholds = { stuck_leases = { warn = 1 }, watermark_drift = { crit = 0, direction = 'below' }, "
+              "depth = { warn = 10 }, lock_waiters = { warn = 2 } }\n")
+    path = tmp_path / "holes.toml"
+    path.write_text(f"{TARGET}{LEASE_QUEUE}thresholds = {{ stuck_leases = {{ warn = 1 }} }}\n\n{delete}")
+    cfg = config_mod.load(path)
+    assert runner.uncollected(cfg.targets[0], cfg.queue("mail"), ["stuck_leases", "watermark_drift", "depth",
+                                                                   "lock_waiters", "oldest_age_s"]) == {
+        "stuck_leases": ("stuck_leases",), "watermark_drift": ("watermark_drift",), "oldest_age_s": ("oldest_age_s",)}
+    assert runner.uncollected(cfg.targets[0], cfg.queue("jobs"), ["stuck_leases"]) == {}  # a lease queue's own
+    proc = subprocess.run([sys.executable, "-m", "queueops.cli", "config", "check", "--config", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr  # told, not refused
+    assert "ok with 2 warning(s)" in proc.stdout, proc.stdout
+    for metric in ("stuck_leases", "watermark_drift"):
+        assert (f"warning: queues[1](name='mail').thresholds.{metric} = " in proc.stdout
+                and f"no collector reads {metric} for this queue's mapping" in proc.stdout), proc.stdout
+    assert "name='jobs'" not in proc.stdout and ".depth" not in proc.stdout
+
+
 @pytest.mark.parametrize("name", ["l\u0430b", "j\u043ebs", "\u0440\u0430\u0443", "q\u03bfueue", "\u0391\u0392\u0395"])
 def test_mixed_script_and_whole_script_look_alikes_are_refused(tmp_path: Path, name: str) -> None:
     assert identifier_problem(name, "postgresql") is not None

@@ -36,7 +36,8 @@ def _check(args: argparse.Namespace) -> int:
     if problems:
         return 1
     # With --live the verdict comes last, after the servers were asked: no early "ok".
-    warnings = [] if args.live else config_mod.preset_warnings(cfg)  # --live reports them among its findings
+    # --live reports these among its findings
+    warnings = [] if args.live else [*config_mod.preset_warnings(cfg), *_threshold_holes(cfg)]
     verdict = "valid" if args.live else "ok" if not warnings else f"ok with {len(warnings)} warning(s)"
     print(f"{cfg.source}: {verdict} ({len(cfg.targets)} targets, {len(cfg.queues)} queues)")
     source = cfg.source or "<config>"
@@ -49,3 +50,14 @@ def _check(args: argparse.Namespace) -> int:
     from queueops.livecheck import print_live
 
     return print_live(cfg)  # one stream (stdout), one verdict for the file, exit 1 on errors
+
+
+def _threshold_holes(cfg: config_mod.Config) -> list[config_mod.Problem]:
+    """Each queue's thresholds on a metric no collector reads for its mapping
+    (:func:`queueops.livecheck.uncollected_thresholds`), as warnings naming the field."""
+    from queueops.livecheck import uncollected_thresholds
+
+    return [config_mod.Problem(f"queues[{i}](name={q.name!r}).thresholds.{metric}",
+                               q.thresholds[metric].model_dump(exclude_none=True), f"{why}; fix: {fix}")
+            for i, q in enumerate(cfg.queues)
+            for metric, why, fix in uncollected_thresholds(cfg.target(q.target), q)]
