@@ -28,6 +28,7 @@ from queueops.rows import SnapshotRow
 SNAPSHOT = "cause_snapshot_age_s"          # the target's oldest snapshot, spread to each of its queues
 TABLE_LOCK = "cause_table_lock_age_s"      # the oldest transaction holding this queue's table lock
 HEAD_BLOCKER = "cause_head_blocker_age_s"  # the oldest head of a chain whose waiters are this queue's
+METRICS = (SNAPSHOT, TABLE_LOCK, HEAD_BLOCKER)  # what an [[alerts.rules]] rule may name besides the catalog's
 
 # Snapshot holders without a session that still pin the horizon (the console names them too).
 SESSIONLESS = frozenset({"prepared transaction", "replication slot"})

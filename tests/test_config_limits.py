@@ -122,14 +122,49 @@ def test_a_threshold_on_a_metric_no_collector_reads_for_the_queue_is_a_warning_n
                                                                    "lock_waiters", "oldest_age_s"]) == {
         "stuck_leases": ("stuck_leases",), "watermark_drift": ("watermark_drift",), "oldest_age_s": ("oldest_age_s",)}
     assert runner.uncollected(cfg.targets[0], cfg.queue("jobs"), ["stuck_leases"]) == {}  # a lease queue's own
-    proc = subprocess.run([sys.executable, "-m", "queueops.cli", "config", "check", "--config", str(path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = _check(path)
     assert proc.returncode == 0, proc.stderr  # told, not refused
     assert "ok with 2 warning(s)" in proc.stdout, proc.stdout
     for metric in ("stuck_leases", "watermark_drift"):
         assert (f"warning: queues[1](name='mail').thresholds.{metric} = " in proc.stdout
                 and f"no collector reads {metric} for this queue's mapping" in proc.stdout), proc.stdout
     assert "name='jobs'" not in proc.stdout and ".depth" not in proc.stdout
+
+
+def _check(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "queueops.cli", "config", "check", "--config", str(path)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_config_check_refuses_what_the_service_would_refuse_at_start(tmp_path: Path) -> None:
+    # Both passed as "ok" before, and the service then exited 2 at start (or, for the metric, started
+    # with a rule that could never fire).
+    path = tmp_path / "rules.toml"
+    path.write_text(f"{TARGET}{LEASE_QUEUE}\n[[alerts.rules]]\nmetric = \"depth\"\nvalue = 5\n\n"
+                    "[[alerts.rules]]\nmetric = \"dpeth\"\nvalue = 5\n")
+    proc = _check(path)
+    assert proc.returncode == 1 and "ok" not in proc.stdout, proc.stdout
+    assert f"{path}: alerts.rules[1].metric = 'dpeth': unknown metric" in proc.stderr, proc.stderr
+    path.write_text(f"{TARGET}{LEASE_QUEUE}\n[[alerts.rules]]\nmetric = \"depth\"\nvalue = 5\nqueues = [\"jbos\"]\n")
+    proc = _check(path)
+    assert proc.returncode == 1 and "names unknown queue(s) jbos" in proc.stderr, proc.stderr
+    # a root cause's age and a counter's rate are metrics a rule may name
+    path.write_text(f"{TARGET}{LEASE_QUEUE}\n[[alerts.rules]]\nmetric = \"cause_snapshot_age_s\"\nvalue = 30\n\n"
+                    "[[alerts.rules]]\nmetric = \"lock_timeouts_per_s\"\nvalue = 1\n")
+    proc = _check(path)
+    assert proc.returncode == 0 and "ok (1 targets, 1 queues)" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_rule_naming_queues_that_never_carry_its_metric_is_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_text(f"{TARGET}{LEASE_QUEUE}\n[[queues]]\nname = \"mail\"\ntarget = \"t\"\nkind = \"delete\"\n"
+                    "table = \"mail\"\nkey = \"id\"\n\n"
+                    "[[alerts.rules]]\nmetric = \"stuck_leases\"\nvalue = 0\nqueues = [\"jobs\", \"mail\"]\n\n"
+                    "[[alerts.rules]]\nmetric = \"blocked_sessions\"\nvalue = 1\nqueues = [\"jobs\"]\n")
+    proc = _check(path)
+    assert proc.returncode == 0 and "ok with 2 warning(s)" in proc.stdout, proc.stdout + proc.stderr
+    assert "warning: alerts.rules[0].queues = ['jobs', 'mail']: no collector reads stuck_leases for 'mail'" in proc.stdout
+    assert "warning: alerts.rules[1].queues = ['jobs']: blocked_sessions is target-wide" in proc.stdout
 
 
 @pytest.mark.parametrize("name", ["l\u0430b", "j\u043ebs", "\u0440\u0430\u0443", "q\u03bfueue", "\u0391\u0392\u0395"])

@@ -126,6 +126,13 @@ def effective_rules(cfg: Config) -> list[Rule]:
     if dupes:
         raise RuleError(f"alerts.rules: duplicate rule name(s) {', '.join(map(repr, dupes))}; give each rule a "
                         "distinct name")
+    unknown = [(i, r.metric) for i, r in enumerate(cfg.alerts.rules)
+               if catalog.get(r.metric) is None and r.metric not in causes.METRICS]
+    if unknown:
+        raise RuleError("; ".join(f"alerts.rules[{i}].metric = {m!r}" for i, m in unknown)
+                        + ": unknown metric: a rule on a metric no collector writes never fires (any metric of "
+                        f"sql/metrics.toml, a counter's <name>_per_s rate, or a root cause's age: "
+                        f"{', '.join(causes.METRICS)})")
     known_queues = {q.name for q in cfg.queues}
     for r in explicit:
         unknown = sorted(r.queues - known_queues)
