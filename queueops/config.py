@@ -701,6 +701,11 @@ def _cross_checks(cfg: Config) -> list[Problem]:
             problems.append(Problem(f"autopilot[{i}].queue", p.queue, f"no queue of that name (known: {', '.join(qnames)})"))
         if pnames.count(p.key) > 1:
             problems.append(Problem(f"autopilot[{i}].name", p.key, "duplicate policy name (name each policy)"))
+        metric = p.condition.metric
+        if catalog.get(metric) is None:
+            problems.append(Problem(f"autopilot[{i}].when", p.when, f"unknown metric {metric!r}: no collector writes "
+                                    "it, so the policy would never fire (any metric of sql/metrics.toml, or a "
+                                    "counter's <name>_per_s rate)"))
     return problems
 
 

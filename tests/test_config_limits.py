@@ -167,6 +167,29 @@ def test_a_rule_naming_queues_that_never_carry_its_metric_is_a_warning(tmp_path:
     assert "warning: alerts.rules[1].queues = ['jobs']: blocked_sessions is target-wide" in proc.stdout
 
 
+def test_an_autopilot_policy_that_can_never_fire_or_act_is_told_by_config_check(tmp_path: Path) -> None:
+    mail = ('[[queues]]\nname = "mail"\ntarget = "t"\nkind = "delete"\ntable = "mail"\nkey = "id"\n\n')
+    # a metric name no collector writes: refused, with the field
+    message = _refusal(tmp_path, f"{TARGET}{mail}[[autopilot]]\nqueue = \"mail\"\naction = \"rebuild\"\n"
+                                 "when = \"fragmentaton_pct > 30\"\nmode = \"act\"\n")
+    assert "autopilot[0].when = 'fragmentaton_pct > 30': unknown metric 'fragmentaton_pct'" in message, message
+    # an action the queue refuses, and a metric its mapping never has: warnings; a policy that is off: none
+    path = tmp_path / "autopilot.toml"
+    path.write_text(f"{TARGET}{LEASE_QUEUE}\n{mail}"
+                    "[[autopilot]]\nqueue = \"mail\"\naction = \"requeue\"\nwhen = \"stuck_leases >= 1\"\n"
+                    "mode = \"propose\"\n\n"
+                    "[[autopilot]]\nqueue = \"jobs\"\naction = \"requeue\"\nwhen = \"stuck_leases >= 1\"\n"
+                    "mode = \"act\"\n\n"
+                    "[[autopilot]]\nname = \"off\"\nqueue = \"mail\"\naction = \"watermark-reset\"\n"
+                    "when = \"watermark_drift < 0\"\n")
+    proc = _check(path)
+    assert proc.returncode == 0 and "ok with 2 warning(s)" in proc.stdout, proc.stdout + proc.stderr
+    assert ("warning: autopilot[0].action = 'requeue': refused on queue 'mail' every time the policy fires: "
+            "requeue applies to lease and status queues") in proc.stdout, proc.stdout
+    assert "warning: autopilot[0].when = 'stuck_leases >= 1': no collector reads stuck_leases for queue 'mail'" \
+        in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("name", ["l\u0430b", "j\u043ebs", "\u0440\u0430\u0443", "q\u03bfueue", "\u0391\u0392\u0395"])
 def test_mixed_script_and_whole_script_look_alikes_are_refused(tmp_path: Path, name: str) -> None:
     assert identifier_problem(name, "postgresql") is not None

@@ -57,6 +57,21 @@ def _options(action: str, options: dict[str, Any] | None) -> Any:
         raise ActionError(f"bad options for {action}: " + "; ".join(problems)) from None
 
 
+def refusal(cfg: Config, action: str, queue: str, options: dict[str, Any] | None = None) -> str:
+    """Why ``action`` can never be planned on ``queue`` with these options, from the config alone
+    (the checks :func:`plan` makes before it connects); '' when it can be. What ``config check``
+    tells of an autopilot policy that would be refused every time it fires."""
+    try:
+        if action not in MODULES:
+            raise ActionError(f"unknown action {action!r}; actions: {', '.join(ACTIONS)}")
+        MODULES[action].check(cfg.queue(queue), _options(action, options))
+    except ActionError as exc:
+        return str(exc)
+    except KeyError:
+        return f"no queue named {queue!r} in the config"
+    return ""
+
+
 def plan(cfg: Config, action: str, queue: str, options: dict[str, Any] | None = None) -> Plan:
     """Preview ``action`` on ``queue``: read what it would touch, change nothing.
 

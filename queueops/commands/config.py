@@ -43,7 +43,7 @@ def _check(args: argparse.Namespace) -> int:
         return 1
     # With --live the verdict comes last, after the servers were asked: no early "ok".
     # --live reports the presets' and the thresholds' among its findings
-    warnings = (_silent_levels(cfg, rules_only=True) if args.live
+    warnings = (_silent_levels(cfg, thresholds=False) if args.live
                 else [*config_mod.preset_warnings(cfg), *_silent_levels(cfg)])
     verdict = "valid" if args.live else "ok" if not warnings else f"ok with {len(warnings)} warning(s)"
     print(f"{cfg.source}: {verdict} ({len(cfg.targets)} targets, {len(cfg.queues)} queues)")
@@ -59,21 +59,36 @@ def _check(args: argparse.Namespace) -> int:
     return print_live(cfg)  # one stream (stdout), one verdict for the file, exit 1 on errors
 
 
-def _silent_levels(cfg: config_mod.Config, rules_only: bool = False) -> list[config_mod.Problem]:
-    """Levels that can never judge anything, as warnings naming the field: each queue's thresholds
-    on a metric no collector reads for its mapping (:func:`queueops.livecheck.uncollected_thresholds`),
-    and each ``[[alerts.rules]]`` rule naming queues for a metric none of them carries (target-wide,
-    or not collected for that queue). ``rules_only``: the rules' (``--live`` tells the thresholds'
-    among its findings)."""
+def _silent_levels(cfg: config_mod.Config, thresholds: bool = True) -> list[config_mod.Problem]:
+    """Levels and policies that can never judge or do anything, as warnings naming the field: each
+    queue's thresholds on a metric no collector reads for its mapping
+    (:func:`queueops.livecheck.uncollected_thresholds`; ``thresholds=False`` leaves them to
+    ``--live``, which tells them among its findings), each autopilot policy whose action the queue
+    refuses or whose metric it never has, and each ``[[alerts.rules]]`` rule naming queues for a
+    metric none of them carries (target-wide, or not collected for that queue)."""
     from collectors import runner
     from queueops import catalog
+    from queueops.actions.core import refusal
     from queueops.livecheck import uncollected_thresholds
 
-    out = [] if rules_only else [
+    out = [] if not thresholds else [
         config_mod.Problem(f"queues[{i}](name={q.name!r}).thresholds.{metric}",
                            q.thresholds[metric].model_dump(exclude_none=True), f"{why}; fix: {fix}")
         for i, q in enumerate(cfg.queues) for metric, why, fix in uncollected_thresholds(cfg.target(q.target), q)]
     names = {q.name: q for q in cfg.queues}
+    for i, p in enumerate(cfg.autopilot):
+        q = names.get(p.queue)
+        if q is None or p.mode == "off":
+            continue
+        why = refusal(cfg, p.action, q.name, p.options)
+        if why:
+            out.append(config_mod.Problem(f"autopilot[{i}].action", p.action, f"refused on queue {q.name!r} every "
+                                          f"time the policy fires: {why}; fix: another action, or mode = \"off\""))
+        metric = p.condition.metric
+        if catalog.target_wide(metric) is None and runner.uncollected(cfg.target(q.target), q, [metric]):
+            out.append(config_mod.Problem(f"autopilot[{i}].when", p.when, f"no collector reads {metric} for queue "
+                                          f"{q.name!r} (no block applies to its mapping), so the policy never "
+                                          "fires; fix: a metric the queue has, or map what it needs (docs/metrics.md)"))
     for i, r in enumerate(cfg.alerts.rules):
         mine = [names[n] for n in r.queues if n in names]
         if not mine:
