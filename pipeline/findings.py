@@ -68,7 +68,8 @@ PROFILE_INPUT = ["target", "database", "queue", "hour_start", "metric", "samples
                  "first", "last", "first_ts", "last_ts", "slope_per_s", "peak_note", "delta", "rate_per_s"]
 _AGG = {"samples": "sum", "min": "min", "max": "max", "mean": "max", "sum": "sum", "first_ts": "min",
         "last_ts": "max", "slope_per_s": "max", "delta": "sum", "rate_per_s": "max"}
-THRESHOLD_METRICS = (m.OLDEST_AGE, "ghost_records", m.FRAGMENTATION, m.STUCK_LEASES, m.LOCK_WAITERS)
+THRESHOLD_METRICS = (m.OLDEST_AGE, "ghost_records", m.FRAGMENTATION, m.STUCK_LEASES, m.LOCK_WAITERS,
+                     *m.SNAPSHOT_AGE)
 
 
 def col(metric: str, stat: str) -> str:
@@ -152,18 +153,31 @@ def _d(x: float) -> str:
     return f"{float(x)!r}D"
 
 
+def snapshot_levels_sql(p: Params) -> tuple[str, str]:
+    """SQL of a queue's old-snapshot (warn, crit) ages: :func:`queueops.judge.snapshot_levels` over
+    the queue's own ``oldest_snapshot_age_s`` threshold columns (the profile's), with
+    ``snapshot_age_s`` / ``snapshot_age_crit_s`` where the queue sets none, so the pipeline judges a
+    snapshot by the level its console, alerts and report use."""
+    own_w, own_c = (f"`{m.SNAPSHOT_AGE[0]}_warn`", f"`{m.SNAPSHOT_AGE[0]}_crit`")
+    warn = f"coalesce({own_w}, least({_d(p.snapshot_age_s)}, coalesce({own_c}, {_d(p.snapshot_age_s)})))"
+    crit = f"coalesce({own_c}, greatest({_d(p.snapshot_age_crit_s)}, {warn}))"
+    return warn, crit
+
+
 def ghosts_held_by_snapshot(prof: DataFrame, p: Params) -> DataFrame:
-    """Ghosts / dead tuples rose in the hour while a snapshot older than ``snapshot_age_s`` was open."""
+    """Ghosts / dead tuples rose in the hour while a snapshot past the queue's old-snapshot level
+    (:func:`snapshot_levels_sql`) was open."""
     out = None
+    warn, crit = snapshot_levels_sql(p)
     for g in m.GHOSTS:
         c = lambda s, g=g: col(g, s)  # noqa: E731
         hit = prof.where(f"{c('samples')} >= 2 AND {c('last')} - {c('first')} >= {_d(p.ghost_min_rise)} "
-                         f"AND {c('slope_per_s')} > 0 AND snapshot_age >= {_d(p.snapshot_age_s)}")
+                         f"AND {c('slope_per_s')} > 0 AND snapshot_age >= {warn}")
         f = _emit(
             hit, "ghosts_held_by_snapshot",
-            severity=f"CASE WHEN snapshot_age >= {_d(p.snapshot_age_crit_s)} OR {c('last')} >= ghost_records_crit "
+            severity=f"CASE WHEN snapshot_age >= {crit} OR {c('last')} >= ghost_records_crit "
                      "THEN 'crit' ELSE 'warn' END",
-            metric=f"'{g}'", value=c("last"), threshold=_d(p.snapshot_age_s), first_ts=c("first_ts"),
+            metric=f"'{g}'", value=c("last"), threshold=warn, first_ts=c("first_ts"),
             last_ts=c("last_ts"),
             evidence={"first": c("first"), "last": c("last"), "rise": f"{c('last')} - {c('first')}",
                       "per_min": f"{c('slope_per_s')} * 60", "samples": c("samples"),

@@ -20,9 +20,10 @@ Decisions recorded here (each was written differently in several places before):
   while 30 s flagged ordinary batch jobs and reports; ten minutes is where the ghosts it pins
   reach the hundreds of thousands in the lab and dequeues visibly slow down. A queue whose
   thresholds set :data:`OLD_SNAPSHOT` has its own levels (:func:`snapshot_levels`), and every
-  surface reads them from there: the console's root cause, its alert, the report and the
-  terminate action's cut-off (before, only the action read them, and the per-queue alert rule
-  they made watched a target-wide metric no queue row carries, so it never fired).
+  surface reads them from there: the console's root cause, its alert, the report, the
+  pipeline's finding and the terminate action's cut-off (before, only the action read them, and
+  the per-queue alert rule they made watched a target-wide metric no queue row carries, so it
+  never fired).
 * Stuck leases are judged on :data:`STUCK_SAMPLES` = 1 sample (the console's rule; the pipeline
   required 3 consecutive ones). The metric already counts only leases older than the lease
   timeout -- that timeout is the patience -- and the requeue action releases exactly the leases

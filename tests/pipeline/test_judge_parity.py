@@ -16,6 +16,7 @@ import pytest
 from console.findings import RootCause, recommend
 from console.health import queue_health
 from pipeline.run import run
+from pipeline.thresholds import Thresholds
 from queueops import config as config_mod
 from queueops import judge
 from tests.pipeline.conftest import table
@@ -49,14 +50,26 @@ def _rows() -> list:
     r += series(T0, 300, [old] * 6, "", "oldest_snapshot_age_s", note=HOLDER)
     r += series(T0, 300, [1000.0 + 400 * i for i in range(6)], "q_ghost", "ghost_records", target="t2")
     r += series(T0, 300, [young] * 6, "", "oldest_snapshot_age_s", note=HOLDER, target="t2")
+    # t3's queue has its own old-snapshot levels (20 s / 50 s): 75 s is critical there, a warning by default
+    r += series(T0, 300, [1000.0 + 400 * i for i in range(6)], "q_ghost", "ghost_records", target="t3")
+    r += series(T0, 300, [75.0] * 6, "", "oldest_snapshot_age_s", note=HOLDER, target="t3")
     return r
+
+
+OWN_LEVELS = config_mod.Threshold(warn=20, crit=50)
+
+
+def _own_queue() -> config_mod.Queue:
+    return _queue("q_ghost", "t3").model_copy(update={"thresholds": {"oldest_snapshot_age_s": OWN_LEVELS}})
 
 
 @pytest.fixture(scope="module")
 def pipeline_findings(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     base = tmp_path_factory.mktemp("parity")
     write_lake(base / "lake", _rows())
-    run(spark, str(base / "lake"), str(base / "gold"), full=True)
+    cfg = config_mod.parse({"targets": [{"name": "t3", "dialect": "postgresql", "url": "postgresql://u@h:5432/d"}],
+                            "queues": [_own_queue().model_dump(by_alias=True, exclude_none=True)]})
+    run(spark, str(base / "lake"), str(base / "gold"), full=True, thresholds=Thresholds.from_config(cfg))
     return table(base / "gold", "findings")
 
 
@@ -137,3 +150,10 @@ def test_a_counter_drop_counts_the_same_in_the_collectors_and_the_pipeline(spark
     five = roll[(roll["window"] == "5m") & (roll["metric"] == "deadlocks_total")].iloc[0]
     assert increase == pytest.approx(62.0)
     assert five["delta"] == pytest.approx(increase) and five["resets"] == 1
+
+
+def test_a_queues_own_old_snapshot_levels_are_the_pipelines_too(pipeline_verdicts: dict) -> None:
+    held = RootCause("snapshot", "oldest_snapshot_age_s", 75.0, {"pid": 4242})
+    assert judge.snapshot_state(75.0, OWN_LEVELS) == "crit" and judge.snapshot_state(75.0) == "warn"
+    assert pipeline_verdicts.get(("ghosts_held_by_snapshot", "t3", "q_ghost")) == "crit"
+    assert _console(_own_queue(), {"ghost_records": 3000.0}, [held]).get("ghosts_held_by_snapshot") == "crit"
