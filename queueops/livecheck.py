@@ -84,10 +84,10 @@ def uncollected_thresholds(target: Target, q: Queue) -> list[tuple[str, str, str
             for metric, names in runner.uncollected(target, q, q.thresholds).items()]
 
 
-def coverage(q: Queue, target: Target | None = None) -> list[Finding]:
+def coverage(q: Queue, target: Target) -> list[Finding]:
     """Metrics this mapping cannot produce, and why (a silent hole is worse than a warning)."""
     out = [Finding("warning", q.name, f"thresholds.{metric}", "", why, fix)
-           for metric, why, fix in (uncollected_thresholds(target, q) if target is not None else ())]
+           for metric, why, fix in uncollected_thresholds(target, q)]
     if not q.enqueued_at and not q.times_from and q.kind in ("delete", "status", "lease", "ring"):
         out.append(Finding("warning", q.name, "enqueued_at", "", "no enqueue-time column: oldest_age_s is not "
                            "collected, so its thresholds never fire", "map enqueued_at to the column that holds "
