@@ -11,8 +11,8 @@ import streamlit as st
 
 from console import chrome, context
 from console.views import discovered
-from queueops import engine, livecheck, secrets
-from queueops.config import Config
+from queueops import configcheck, engine, livecheck, secrets
+from queueops.config import Config, Problem
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,24 @@ def _level(v: float | None) -> str:
     return "–" if v is None else f"{v:g}"
 
 
+def config_notes(cfg: Config) -> tuple[str, list[Problem]]:
+    """What ``config check`` tells of this config beyond its validation (:mod:`queueops.configcheck`):
+    why the collector service would refuse it at start ('' if it would not), and its warnings
+    (levels and policies that can never judge or act, preset timeouts), each naming its field."""
+    return configcheck.service_problem(cfg), configcheck.warnings(cfg)
+
+
+def _config_warnings(cfg: Config) -> None:
+    refused, notes = config_notes(cfg)
+    if refused:
+        st.error(f"**The collector service would refuse this configuration at start:** {refused}",
+                 icon=":material/block:")
+    if notes:
+        st.warning(f"**{len(notes)} setting(s) can never judge or act** (as `queueops config check` says):\n\n"
+                   + "\n".join(f"- `{n.field}` = `{n.value!r}`: {n.message}" for n in notes),
+                   icon=":material/report:")
+
+
 def render() -> None:
     ctx = context.get()
     cfg = ctx.cfg
@@ -87,6 +105,8 @@ def render() -> None:
                     head = (f"Connected in {res.connect_ms:.0f} ms, but:" if res.connect_ms is not None
                             else "Cannot connect:")
                     st.error(head + "\n\n" + "\n\n".join(f"- {p}" for p in res.problems))
+
+    _config_warnings(cfg)
 
     st.subheader("Queues")
     st.dataframe(pd.DataFrame([{

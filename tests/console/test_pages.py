@@ -168,6 +168,29 @@ def test_settings_masks_secrets_and_tests_the_connection(env: ConsoleEnv) -> Non
     assert secret not in everything
 
 
+def test_settings_shows_the_settings_that_can_never_judge_or_act(env: ConsoleEnv, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    at = page("console.views.settings")  # the lab's own config: nothing to tell
+    assert not at.exception and not [w for w in at.warning if "can never judge" in w.value]
+    text = env.config_path.read_text()
+    # the due queue has no watermark: a level on watermark_drift judges nothing there; requeue on a
+    # ring queue is refused every time
+    head, due = text.split('name = "due"', 1)
+    due = due.replace("thresholds = { ", 'thresholds = { watermark_drift = { crit = 0, direction = "below" }, ', 1)
+    text = head + 'name = "due"' + due
+    text += '\n[[autopilot]]\nqueue = "ring"\naction = "requeue"\nwhen = "depth > 5"\nmode = "propose"\n'
+    path = tmp_path / "dead-levels.toml"
+    path.write_text(text)
+    monkeypatch.setenv("QUEUEOPS_CONFIG", str(path))
+    at = page("console.views.settings")
+    assert not at.exception
+    shown = [w.value for w in at.warning if "can never judge" in w.value]
+    assert len(shown) == 1 and "2 setting(s) can never judge or act" in shown[0], [w.value for w in at.warning]
+    assert "(name='due').thresholds.watermark_drift` = `{'crit': 0.0, 'direction': 'below'}`: no collector " \
+        "reads watermark_drift" in shown[0], shown[0]
+    assert "`autopilot[0].action` = `'requeue'`: refused on queue 'ring'" in shown[0]
+
+
 def write_gold(out: Path) -> None:
     """Gold tables in the pipeline's layout (pipeline/gold.py) with its column lists, as Spark writes
     them: partition columns in the folder names, not in the files."""
