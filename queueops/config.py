@@ -72,6 +72,16 @@ class Threshold(_Model):
     crit: float | None = None
     direction: Literal["above", "below"] = "above"
 
+    @model_validator(mode="after")
+    def _warn_before_crit(self) -> Threshold:
+        # The judge tests the critical level first: a warning level past it would never show.
+        if self.warn is not None and self.crit is not None and (
+                self.warn > self.crit if self.direction == "above" else self.warn < self.crit):
+            side = "above" if self.direction == "above" else "below"
+            raise ValueError(f"warn {self.warn:g} is {side} crit {self.crit:g} (direction {self.direction!r}): "
+                             "the warning would never show, the critical level is reached first")
+        return self
+
 
 # Defaults from the metric catalog (sql/metrics.toml: warn / crit / direction), chosen for the
 # lab's short timings and sane for production starting points; every queue may override any of

@@ -131,6 +131,17 @@ def test_a_threshold_on_a_metric_no_collector_reads_for_the_queue_is_a_warning_n
     assert "name='jobs'" not in proc.stdout and ".depth" not in proc.stdout
 
 
+@pytest.mark.parametrize(("levels", "said"), [
+    ("depth = { warn = 500, crit = 100 }", "warn 500 is above crit 100 (direction 'above')"),
+    ("watermark_drift = { warn = -10, crit = 0, direction = \"below\" }", "warn -10 is below crit 0 (direction 'below')"),
+])
+def test_a_warning_level_past_the_critical_one_is_refused(tmp_path: Path, levels: str, said: str) -> None:
+    # The judge tests the critical level first: such a warning never showed, silently.
+    message = _refusal(tmp_path, f"{TARGET}{LEASE_QUEUE}thresholds = {{ {levels} }}\n")
+    assert "queues[0](name='jobs').thresholds." in message and said in message, message
+    assert "the warning would never show" in message
+
+
 def _check(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "queueops.cli", "config", "check", "--config", str(path)],
                           capture_output=True, text=True, timeout=120)
