@@ -93,11 +93,6 @@ def classify(metric: str) -> Literal["snapshot", "blocker", "other"]:
 
 # Rows that repeat another row's details (same holder, other unit): not a second root cause.
 DUPLICATES = frozenset({"oldest_xmin_age_xids"})
-# A snapshot younger than the old-snapshot level (the judge's, or the queue's own:
-# queueops.judge.snapshot_levels) is ordinary work, not a root cause; one past it is worth a
-# recommendation even before the ghosts cross their threshold (the pipeline's
-# ghosts_held_by_snapshot rule uses the same default level).
-
 
 # Rows whose details are lists of sessions under a key, not one session: the table-lock holders.
 HOLDERS = "lock_blockers"
@@ -116,8 +111,9 @@ def root_causes(rows: Sequence[tuple[str, float | None, Mapping[str, Any] | None
     session without a pid is not a root cause (there is no card without a session to name and
     end), except a prepared transaction or replication slot holding the oldest snapshot. The age
     is the details' own (``xact_age_s``...); a row's value is its age only for a lone snapshot row.
-    A snapshot holder younger than ``snapshot_min_age_s`` (the queue's old-snapshot warn level) is
-    not one.
+    A snapshot holder younger than ``snapshot_min_age_s`` (the queue's old-snapshot warn level,
+    :func:`queueops.judge.snapshot_levels`) is ordinary work, not one; one past it is worth a
+    recommendation even before the ghosts cross their threshold.
     """
     out: dict[tuple[str, object], RootCause] = {}
     for metric, value, details in rows:

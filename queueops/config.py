@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from queueops import catalog, secrets
+from queueops import catalog, judge, secrets
 from queueops.autopilot.policy import AutopilotPolicy
 from queueops.identifiers import identifier_problem
 
@@ -690,15 +690,15 @@ def _cross_checks(cfg: Config) -> list[Problem]:
                                     "statement would count them (stuck_leases would be silently absent)"))
         for metric, th in q.thresholds.items():
             collector = catalog.target_wide(metric)
-            if collector is not None and metric != "oldest_snapshot_age_s":
+            if collector is not None and metric != judge.OLD_SNAPSHOT:
                 problems.append(Problem(
                     f"{where}.thresholds.{metric}", th.model_dump(exclude_none=True),
                     f"a target-wide metric (the {collector} collector reads the server, not the queue's table): no "
                     "row of this queue carries it, so a queue's level would judge nothing and never alert; set "
                     "it as an [[alerts.rules]] rule without queues, which judges each target's row"))
-        old_snapshot = q.thresholds.get("oldest_snapshot_age_s")
+        old_snapshot = q.thresholds.get(judge.OLD_SNAPSHOT)
         if old_snapshot is not None and old_snapshot.direction == "below":
-            problems.append(Problem(f"{where}.thresholds.oldest_snapshot_age_s.direction", "below",
+            problems.append(Problem(f"{where}.thresholds.{judge.OLD_SNAPSHOT}.direction", "below",
                                     "the old-snapshot levels are ages a snapshot reaches (queueops.judge."
                                     "snapshot_levels): leave direction out or set \"above\""))
         for fld, value in _identifier_fields(q):
