@@ -5,9 +5,9 @@
 
 Depth at production size (200,000 rows, above the cap) is checked per library on its own schema and
 statements in tests/conformance: GoodJob and Que (open rows less the not-due and locked ones), Oban
-(the ready values' MCV share x the share below max_attempts), River, and PGMQ (the most common values
-of vt: a batch sharing one vt) in test_good_job.py, test_que.py, test_oban.py, test_river.py and
-test_pgmq.py.
+(the ready values' MCV share x the share below max_attempts) and River in test_good_job.py,
+test_que.py, test_oban.py and test_river.py; PGMQ (the most common values of vt: a batch sharing one
+vt) on PGMQ's own install in tests/libraries/test_conformance_pgmq.py.
 """
 
 from __future__ import annotations

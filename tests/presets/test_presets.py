@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 NAMES = sorted(presets.all_presets())
 REQUIRED = {"procrastinate", "pgqueuer", "pgboss", "oban", "river", "good_job", "solid_queue", "que", "pgmq",
             "hangfire", "nservicebus", "rebus", "masstransit", "simple_queue"}
+# Presets marked tested = "real": the tests/libraries module that runs the library's own code on them.
+REAL_LIBRARY_TESTS = {"procrastinate": "test_real_libraries.py", "pgqueuer": "test_real_libraries.py",
+                      "pgboss": "test_real_libraries.py", "pgmq": "test_conformance_pgmq.py"}
 _LITERAL_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
 
 
@@ -74,8 +77,9 @@ def test_preset_expands_to_a_complete_queue(name: str) -> None:
     for field in ("key", "status_column", "lease_column", "due_column", "enqueued_at", "status_changed_at"):
         if field in p.queue:
             assert getattr(q, field) == p.queue[field]
-    if p.tested == "real":
-        assert name in ("procrastinate", "pgqueuer", "pgboss")
+    if p.tested == "real":  # the library's own code runs in a module of tests/libraries
+        assert name in REAL_LIBRARY_TESTS
+        assert f'"{name}"' in (ROOT / "tests" / "libraries" / REAL_LIBRARY_TESTS[name]).read_text()
 
 
 def test_overrides_win_and_unknown_preset_is_refused() -> None:
