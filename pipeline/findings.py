@@ -68,8 +68,10 @@ PROFILE_INPUT = ["target", "database", "queue", "hour_start", "metric", "samples
                  "first", "last", "first_ts", "last_ts", "slope_per_s", "peak_note", "delta", "rate_per_s"]
 _AGG = {"samples": "sum", "min": "min", "max": "max", "mean": "max", "sum": "sum", "first_ts": "min",
         "last_ts": "max", "slope_per_s": "max", "delta": "sum", "rate_per_s": "max"}
-THRESHOLD_METRICS = (m.OLDEST_AGE, "ghost_records", m.FRAGMENTATION, m.STUCK_LEASES, m.LOCK_WAITERS,
-                     *m.SNAPSHOT_AGE)
+THRESHOLD_METRICS = (m.OLDEST_AGE, "ghost_records", m.FRAGMENTATION, m.STUCK_LEASES, m.LOCK_WAITERS)
+# The queue's old-snapshot (warn, crit) ages, resolved on the driver by the judge
+# (pipeline.thresholds.Thresholds.attach_snapshot_levels), not its raw threshold columns.
+SNAPSHOT_WARN, SNAPSHOT_CRIT = "snapshot_warn_s", "snapshot_crit_s"
 
 
 def col(metric: str, stat: str) -> str:
@@ -105,8 +107,11 @@ def signals(rolled: DataFrame, p: Params) -> DataFrame:
     return raw.unionByName(bursts)
 
 
-def profile(hourly: DataFrame, sigs: DataFrame, th: Thresholds) -> DataFrame:
-    """One row per (target, database, queue, hour) with the columns of :data:`PROFILE`."""
+def profile(hourly: DataFrame, sigs: DataFrame, th: Thresholds, p: Params) -> DataFrame:
+    """One row per (target, database, queue, hour) with the columns of :data:`PROFILE`, the
+    target's snapshot spread to its queues, each queue's levels (``<metric>_warn`` / ``_crit``)
+    and its old-snapshot levels (:data:`SNAPSHOT_WARN` / :data:`SNAPSHOT_CRIT`, from ``p``'s
+    ``snapshot_age_s`` / ``snapshot_age_crit_s`` where the queue sets none)."""
     base = sorted({k for k in PROFILE if ":" not in k})
     h = (hourly.where(f"window = '1h' AND metric IN ({sql_list(base)})")
          .selectExpr("*", "window_start AS hour_start").select(*PROFILE_INPUT))
@@ -133,7 +138,8 @@ def profile(hourly: DataFrame, sigs: DataFrame, th: Thresholds) -> DataFrame:
             if len(ages) > 1 else notes[0])
     w = "OVER (PARTITION BY target, hour_start)"
     prof = prof.selectExpr("*", f"max({age}) {w} AS snapshot_age", f"max_by({note}, {age}) {w} AS snapshot_holder")
-    return th.attach_wide(prof, THRESHOLD_METRICS)
+    prof = th.attach_wide(prof, THRESHOLD_METRICS)
+    return th.attach_snapshot_levels(prof, (p.snapshot_age_s, p.snapshot_age_crit_s), SNAPSHOT_WARN, SNAPSHOT_CRIT)
 
 
 def _emit(df: DataFrame, rule: str, *, severity: str, metric: str, value: str, threshold: str, first_ts: str,
@@ -153,22 +159,13 @@ def _d(x: float) -> str:
     return f"{float(x)!r}D"
 
 
-def snapshot_levels_sql(p: Params) -> tuple[str, str]:
-    """SQL of a queue's old-snapshot (warn, crit) ages: :func:`queueops.judge.snapshot_levels` over
-    the queue's own ``oldest_snapshot_age_s`` threshold columns (the profile's), with
-    ``snapshot_age_s`` / ``snapshot_age_crit_s`` where the queue sets none, so the pipeline judges a
-    snapshot by the level its console, alerts and report use."""
-    own_w, own_c = (f"`{m.SNAPSHOT_AGE[0]}_warn`", f"`{m.SNAPSHOT_AGE[0]}_crit`")
-    warn = f"coalesce({own_w}, least({_d(p.snapshot_age_s)}, coalesce({own_c}, {_d(p.snapshot_age_s)})))"
-    crit = f"coalesce({own_c}, greatest({_d(p.snapshot_age_crit_s)}, {warn}))"
-    return warn, crit
-
-
 def ghosts_held_by_snapshot(prof: DataFrame, p: Params) -> DataFrame:
     """Ghosts / dead tuples rose in the hour while a snapshot past the queue's old-snapshot level
-    (:func:`snapshot_levels_sql`) was open."""
+    was open. The levels are the profile's :data:`SNAPSHOT_WARN` / :data:`SNAPSHOT_CRIT`, which
+    :func:`queueops.judge.snapshot_levels` resolved per queue (:func:`profile`): the rule is
+    compared here, never restated, so it cannot drift from the console's, alerts' and report's."""
     out = None
-    warn, crit = snapshot_levels_sql(p)
+    warn, crit = SNAPSHOT_WARN, SNAPSHOT_CRIT
     for g in m.GHOSTS:
         c = lambda s, g=g: col(g, s)  # noqa: E731
         hit = prof.where(f"{c('samples')} >= 2 AND {c('last')} - {c('first')} >= {_d(p.ghost_min_rise)} "
@@ -335,4 +332,4 @@ def evaluate(prof: DataFrame, p: Params, rules: dict[str, Rule] | None = None) -
 
 def all_findings(rolled: DataFrame, th: Thresholds, p: Params) -> DataFrame:
     """Every rule over the hours in scope: ``rolled`` from :func:`pipeline.rollups.rollups_and_signals`."""
-    return evaluate(profile(rolled, signals(rolled, p), th), p)
+    return evaluate(profile(rolled, signals(rolled, p), th, p), p)

@@ -146,7 +146,7 @@ def run(spark: Any, lake: str, out: str, *, since: datetime | None = None, full:
         # checkpoint), so that the rules' union reads it instead of recomputing its aggregation
         # once per rule. Checkpointed rather than cached: its plan becomes a leaf, and building
         # the rules' union over the whole rollups plan took about 3 s of planning per run.
-        prof = fnd.profile(rolled, fnd.signals(rolled, params), th).coalesce(1).localCheckpoint()
+        prof = fnd.profile(rolled, fnd.signals(rolled, params), th, params).coalesce(1).localCheckpoint()
         found = fnd.evaluate(prof, params).cache()
         gold.write_partitioned(found, findings_base, ["date", "hour"], gold.FINDING_ORDER)
         rolled.unpersist()

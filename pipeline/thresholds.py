@@ -5,6 +5,10 @@ is given; the defaults alone otherwise (queues found in the lake but absent from
 the defaults too). As in the config model, a queue's threshold for a metric replaces the default
 for that metric as a whole. Spark sees the defaults as literals; a tiny broadcast table is joined
 only when some queue overrides a default.
+
+A queue's old-snapshot levels are not raw columns for SQL to combine: they are resolved here, on
+the driver, by :func:`queueops.judge.snapshot_levels` itself (:meth:`Thresholds.attach_snapshot_levels`),
+so the pipeline's rule is the console's, alerts' and report's, not a copy of it in SQL.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipeline import metrics as m
+from queueops import judge
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -32,6 +37,19 @@ def _defaults() -> dict[str, Level]:
 
 def _lit(v: float | None) -> str:
     return "CAST(NULL AS DOUBLE)" if v is None else f"{float(v)!r}D"
+
+
+@dataclass
+class _Levels:
+    """A :data:`Level` as the judge reads a threshold (:class:`queueops.judge.Levels`)."""
+
+    warn: float | None
+    crit: float | None
+    direction: str
+
+
+def _snapshot(lv: Level | None, defaults: tuple[float, float]) -> tuple[float, float]:
+    return judge.snapshot_levels(_Levels(*lv) if lv is not None else None, defaults)
 
 
 @dataclass(frozen=True)
@@ -57,6 +75,34 @@ class Thresholds:
     def level(self, target: str, queue: str, metric: str) -> Level | None:
         name = self.canonical(metric)
         return self.overrides.get((target, queue, name)) or self.defaults.get(name)
+
+    def snapshot_levels(self, target: str, queue: str, defaults: tuple[float, float]) -> tuple[float, float]:
+        """The queue's old-snapshot (warn, crit) ages: :func:`queueops.judge.snapshot_levels` of its
+        threshold on :data:`queueops.judge.OLD_SNAPSHOT`, with ``defaults`` (the pipeline's
+        ``snapshot_age_s`` / ``snapshot_age_crit_s``) where it sets none, as for a queue found in
+        the lake but absent from the config."""
+        return _snapshot(self.level(target, queue, judge.OLD_SNAPSHOT), defaults)
+
+    def attach_snapshot_levels(self, df: DataFrame, defaults: tuple[float, float],
+                               warn: str = "snapshot_warn_s", crit: str = "snapshot_crit_s") -> DataFrame:
+        """Add each row's old-snapshot levels (:meth:`snapshot_levels`), resolved on the driver, as
+        the columns ``warn`` / ``crit`` to rows keyed by target and queue: literals for every queue
+        that sets none, a tiny broadcast table for those that do. SQL then only compares an age
+        with them; the rule that combines a queue's levels with the defaults stays the judge's."""
+        name = self.canonical(judge.OLD_SNAPSHOT)
+        dw, dc = _snapshot(self.defaults.get(name), defaults)  # every queue without levels of its own
+        own = sorted({(t, q) for (t, q, mm) in self.overrides if mm == name})
+        if not own:
+            return df.selectExpr("*", f"{_lit(dw)} AS `{warn}`", f"{_lit(dc)} AS `{crit}`")
+        from pyspark.sql import functions as F
+
+        data = [(t, q, *self.snapshot_levels(t, q, defaults)) for t, q in own]
+        o = df.sparkSession.createDataFrame(data, "o_target string, o_queue string, o_snap_warn double, "
+                                                  "o_snap_crit double")
+        joined = df.join(F.broadcast(o), (df["target"] == o["o_target"]) & (df["queue"] == o["o_queue"]), "left")
+        return joined.selectExpr(*[f"`{c}`" for c in df.columns],
+                                 f"coalesce(o_snap_warn, {_lit(dw)}) AS `{warn}`",
+                                 f"coalesce(o_snap_crit, {_lit(dc)}) AS `{crit}`")
 
     def as_json(self) -> dict[str, Any]:
         return {"defaults": self.defaults,

@@ -169,17 +169,24 @@ def streak(recent: Sequence[float | None], threshold: Levels | None) -> int:
     return n
 
 
-def snapshot_levels(threshold: Levels | None = None) -> tuple[float, float]:
+def snapshot_levels(threshold: Levels | None = None,
+                    defaults: tuple[float, float] = (SNAPSHOT_WARN_S, SNAPSHOT_CRIT_S)) -> tuple[float, float]:
     """The old-snapshot rule's (warn, crit) ages in seconds for a queue whose threshold on
-    :data:`OLD_SNAPSHOT` is ``threshold``: its levels where it sets them, else
-    :data:`SNAPSHOT_WARN_S` / :data:`SNAPSHOT_CRIT_S`. A level left out never crosses the one set
-    (``crit = 30`` alone warns from 30 s too; ``warn = 900`` alone is critical from 900 s)."""
+    :data:`OLD_SNAPSHOT` is ``threshold``: its levels where it sets them, else ``defaults``
+    (:data:`SNAPSHOT_WARN_S` / :data:`SNAPSHOT_CRIT_S`). A level left out never crosses the one set
+    (``crit = 30`` alone warns from 30 s too; ``warn = 900`` alone is critical from 900 s).
+
+    ``defaults`` is there for the Spark pipeline, whose ``[pipeline.params]`` may move the
+    fallback levels (``snapshot_age_s`` / ``snapshot_age_crit_s``): it resolves each queue's levels
+    here, on the driver (:meth:`pipeline.thresholds.Thresholds.attach_snapshot_levels`), instead of
+    restating this rule in SQL, so the two cannot drift apart."""
+    default_warn, default_crit = (float(d) for d in defaults)
     warn = threshold.warn if threshold is not None else None
     crit = threshold.crit if threshold is not None else None
     if warn is None:
-        warn = SNAPSHOT_WARN_S if crit is None else min(SNAPSHOT_WARN_S, float(crit))
+        warn = default_warn if crit is None else min(default_warn, float(crit))
     if crit is None:
-        crit = max(SNAPSHOT_CRIT_S, float(warn))
+        crit = max(default_crit, float(warn))
     return float(warn), float(crit)
 
 

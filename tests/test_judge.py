@@ -118,6 +118,30 @@ def test_a_queues_old_snapshot_levels(warn: float | None, crit: float | None, le
     assert judge.snapshot_state(levels[1], th) == "crit"
 
 
+@pytest.mark.parametrize(("warn", "crit", "levels"), [
+    (None, None, (10.0, 100.0)),   # no threshold of its own: the defaults given, not the judge's 60 / 600
+    (20, None, (20.0, 100.0)),
+    (200, None, (200.0, 200.0)),   # a warning past the given critical level is critical from there too
+    (None, 5, (5.0, 5.0)),         # critical from 5 s warns from 5 s, never later
+    (None, 50, (10.0, 50.0)),
+    (20, 120, (20.0, 120.0)),      # its own levels win over any defaults
+])
+def test_the_pipelines_old_snapshot_defaults_stand_in_for_the_judges(
+        warn: float | None, crit: float | None, levels: tuple[float, float]) -> None:
+    # The pipeline's [pipeline.params] snapshot_age_s / snapshot_age_crit_s reach the one rule
+    # through judge.snapshot_levels' defaults, resolved per queue by pipeline.thresholds.
+    from pipeline.thresholds import Thresholds
+
+    th = config_mod.Threshold(warn=warn, crit=crit) if (warn, crit) != (None, None) else None
+    assert judge.snapshot_levels(th, (10, 100)) == levels
+    assert judge.snapshot_levels(th, (judge.SNAPSHOT_WARN_S, judge.SNAPSHOT_CRIT_S)) == judge.snapshot_levels(th)
+    queue = {**BASE["queues"][0], "thresholds": {"oldest_snapshot_age_s": th.model_dump(exclude_none=True)}} \
+        if th is not None else BASE["queues"][0]
+    pipeline = Thresholds.from_config(cfg(queues=[queue, BASE["queues"][1]]))
+    assert pipeline.snapshot_levels("a", "jobs", (10, 100)) == levels
+    assert pipeline.snapshot_levels("a", "not-in-the-config", (10, 100)) == (10.0, 100.0)
+
+
 def test_the_terminate_cutoff_and_the_console_share_a_queues_old_snapshot_level() -> None:
     from queueops.actions.model import TerminateOptions
     from queueops.actions.terminate import min_age_s

@@ -168,3 +168,17 @@ def test_per_queue_threshold_override(spark: Any) -> None:
     got = th.attach_wide(prof, ["fragmentation_pct"]).collect()
     levels = {r["queue"]: (r["fragmentation_pct_warn"], r["fragmentation_pct_crit"]) for r in got}
     assert levels == {"q_frag": (80.0, 95.0), "other": (30.0, 60.0)}
+
+
+def test_the_profile_carries_each_queues_old_snapshot_levels_resolved_by_the_judge(spark: Any) -> None:
+    """The findings compare the snapshot's age with levels judge.snapshot_levels resolved per queue:
+    its own (crit 50 alone warns from the pipeline's default only up to 50), else the pipeline's."""
+    from queueops import config as config_mod
+    from queueops import judge
+
+    prof = spark.createDataFrame([("t1", "own"), ("t1", "other"), ("t2", "own")], "target string, queue string")
+    th = Thresholds(overrides={("t1", "own", judge.OLD_SNAPSHOT): (None, 50.0, "above")})
+    got = th.attach_snapshot_levels(prof, (90.0, 900.0)).collect()
+    levels = {(r["target"], r["queue"]): (r["snapshot_warn_s"], r["snapshot_crit_s"]) for r in got}
+    assert levels == {("t1", "own"): (50.0, 50.0), ("t1", "other"): (90.0, 900.0), ("t2", "own"): (90.0, 900.0)}
+    assert levels[("t1", "own")] == judge.snapshot_levels(config_mod.Threshold(crit=50), (90.0, 900.0))
