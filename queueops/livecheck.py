@@ -176,9 +176,22 @@ def _existence(conn: engine.Connection, q: Queue) -> list[Finding]:
         cols = found_cols.get((schema, table))
         if cols and column not in cols:
             out.append(Finding("error", q.name, fld, column,
-                               f"no such column in {coltypes.qualified(schema, table, conn.dialect)}",
-                               f"one of: {', '.join(sorted(cols))}"))
+                               f"no such column in {coltypes.qualified(schema, table, conn.dialect)}"
+                               f"{_preset_versions(q)}", f"one of: {', '.join(sorted(cols))}"))
     return out
+
+
+def _preset_versions(q: Queue) -> str:
+    """For a queue mapped by a preset, the library versions that preset describes: a column its
+    library renamed in another major version (pg-boss 11's ``expire_seconds`` for 10's
+    ``expire_in``) then reads as a version mismatch, not as a typo in the operator's config."""
+    if not q.preset:
+        return ""
+    try:
+        p = presets.get(q.preset)
+    except KeyError:
+        return ""
+    return f" (preset {q.preset!r} maps {p.library} {p.versions}; is this table another version's?)"
 
 
 # A queue is a table: PostgreSQL's relkind r (a table) or p (a partitioned table); SQL Server's

@@ -123,3 +123,39 @@ def test_oban_requeue_never_releases_a_job_at_its_limit_and_its_fetch_takes_the_
         taken = [r[0] for r in conn.execute(sql.SQL(OBAN_FETCH).format(s=s), (5,)).fetchall()]
         assert len(taken) == 3 and len(set(taken)) == 3
         assert conn.execute(sql.SQL(OBAN_FETCH).format(s=s), (5,)).fetchall() == []  # each taken once
+
+
+# pg-boss 12's job table (pg-boss 12.38.0, dist/plans.js createTableJob / createEnumJobState), the
+# columns the pgboss preset reads and the ones 11 and 12 put in their place: expire_seconds (int)
+# for expire_in (interval), a per-job heartbeat, blocked jobs.
+PGBOSS_12_JOB = """
+CREATE TYPE {s}.job_state AS ENUM ('created', 'retry', 'active', 'completed', 'cancelled', 'failed');
+CREATE TABLE {s}.job (
+  id uuid NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY, name text NOT NULL, priority integer NOT NULL DEFAULT 0,
+  data jsonb, state {s}.job_state NOT NULL DEFAULT 'created', retry_limit integer NOT NULL DEFAULT 2,
+  retry_count integer NOT NULL DEFAULT 0, expire_seconds int NOT NULL DEFAULT 900,
+  start_after timestamp with time zone NOT NULL DEFAULT now(),
+  created_on timestamp with time zone NOT NULL DEFAULT now(), started_on timestamp with time zone,
+  completed_on timestamp with time zone, heartbeat_on timestamp with time zone, heartbeat_seconds int,
+  blocked boolean NOT NULL DEFAULT false)
+"""
+
+
+def test_a_preset_on_another_major_version_of_its_library_is_named_as_such(lab: Lab, schema: str,
+                                                                         tmp_path: Path) -> None:
+    """The pgboss preset (pg-boss 10.x) on pg-boss 12's job table: ``config check --live`` fails on
+    the column 12 renamed, says which versions the preset maps, and lists 12's column in its stead."""
+    with lab.connect() as conn:
+        conn.execute(PGBOSS_12_JOB.format(s=f'"{schema}"'))
+    secret = Path(lab.server.password_file).resolve()
+    cfg = tmp_path / "queueops.toml"
+    cfg.write_text(f'[[targets]]\nname = "lab"\ndialect = "postgresql"\nurl = "{lab.url}"\n'
+                   f'password = "file:{secret}"\n\n[[queues]]\nname = "jobs"\ntarget = "lab"\n'
+                   f'preset = "pgboss"\nschema = "{schema}"\n')
+    check = lab.cli("config", "check", "--live", "--config", str(cfg))
+    out = check.stdout + check.stderr
+    assert check.returncode != 0, out
+    error = next(line for line in out.splitlines() if ": error: " in line)
+    assert f"""timeout_column = 'expire_in': no such column in "{schema}"."job" (preset 'pgboss' maps pg-boss 10.x""" \
+        in error, error
+    assert "expire_seconds" in error, error
