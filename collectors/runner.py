@@ -108,7 +108,9 @@ def _render_queue(sqlf: sqlfiles.SqlFile, c: mapping.CompiledQueue) -> sqlfiles.
     error = (f"{queue.kind}_error",) if queue.error_column else ()
     # age_from = "enqueued" (a due queue, PGMQ): oldest_age_s from the enqueue time, not the lateness.
     enqueued = (f"{queue.kind}_enqueued",) if queue.age_from == "enqueued" else ()
-    chain: tuple[str, ...] = (*enqueued, *heap, *side, *error, queue.kind, f"{queue.kind}_basic", "any")
+    # A skip read of the fetch index (oldest_age_s, coltypes.age_skip_reads), where the index allows one.
+    skip = f"{queue.kind}_skip"
+    chain: tuple[str, ...] = (*enqueued, *heap, *side, *error, skip, queue.kind, f"{queue.kind}_basic", "any")
     if queue.follows_readiness and sqlf.has_block(f"{queue.kind}_follow"):
         # A mapping with readiness fields (runnable_at, max_attempts, lease_ready, ready_flag, ...)
         # is read by the blocks that follow them, and only by those: when none renders (a column
@@ -117,7 +119,7 @@ def _render_queue(sqlf: sqlfiles.SqlFile, c: mapping.CompiledQueue) -> sqlfiles.
         past = f"{queue.kind}_follow_past"
         runnable = (f"{queue.kind}_follow_runnable",) if queue.runnable_at else ()
         chain = ((past,) if queue.lease_ready == "past" and sqlf.has_block(past)
-                 else (*runnable, f"{queue.kind}_follow"))
+                 else (*runnable, f"{queue.kind}_follow_skip", f"{queue.kind}_follow"))
     for block in chain:
         if not sqlf.has_block(block):
             continue

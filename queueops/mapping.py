@@ -137,6 +137,9 @@ def _fragments(queue: Queue, dialect: str, names: dict[str, str], status: coltyp
     if "lease" not in frags:
         frags.pop("free", None)  # the readiness predicates name the lease column too
     frags.update(stuck_rule(queue, dialect, frags))
+    if dialect == "postgresql" and all(k in frags for k in ("status", "status_type", "enqueued_at")):
+        # oldest_age_s's skip read through a fetch index that puts (queue, priority) before the time.
+        frags.update(coltypes.age_skip_reads(queue, status, frags, limits.cap))
     if dialect == "postgresql" and all(k in frags for k in ("status", "status_type", "runnable", "exhausted")):
         # depth's status_follow_runnable: each status value read through the index that serves it,
         # at most the cap of rows (issue 29, item 5).

@@ -13,6 +13,8 @@
 --                           status count reads such an index in status order, one read for all its
 --                           values; without one, each value alone along the key)
 --   then_columns            the second key column of each index that leads_index counts
+--   index_keys              each such index's later key columns (all plain and ascending):
+--                           [[{name, notnull}, ...], ...]
 --   partials                the partial btree indexes on status values: [{name, values, order}]
 SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_schema, ty.typname AS type_name,
        format_type(a.atttypid, a.atttypmod) AS type_text,
@@ -39,6 +41,22 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
              JOIN pg_attribute AS a2 ON a2.attrelid = i.indrelid AND a2.attnum = i.indkey[1]
              WHERE i.indrelid = c.oid AND i.indkey[0] = a.attnum AND i.indisvalid AND i.indpred IS NULL
              ORDER BY 1) AS then_columns,
+       -- Each such index's key columns after this one, when all its key columns are plain and
+       -- ascending: [[{name, notnull}, ...], ...]. oldest_age_s skips through the columns between
+       -- the status and the enqueue time (River's and Oban's (state, queue, priority, scheduled_at,
+       -- id)): the first item of each (queue, priority) in time order, one index descent each.
+       (SELECT json_agg(k.cols ORDER BY k.name)
+        FROM (SELECT ic.relname AS name,
+                     json_agg(json_build_object('name', ka.attname, 'notnull', ka.attnotnull) ORDER BY kk.n) AS cols
+              FROM pg_index AS i
+              JOIN pg_class AS ic ON ic.oid = i.indexrelid
+              JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'
+              CROSS JOIN LATERAL generate_series(1, i.indnkeyatts - 1) AS kk (n)
+              JOIN pg_attribute AS ka ON ka.attrelid = i.indrelid AND ka.attnum = i.indkey[kk.n]
+              WHERE i.indrelid = c.oid AND i.indkey[0] = a.attnum AND i.indisvalid AND i.indpred IS NULL
+                AND NOT EXISTS (SELECT 1 FROM generate_series(0, i.indnkeyatts - 1) AS z (n)
+                                WHERE i.indkey[z.n] = 0 OR i.indoption[z.n] & 1 = 1)
+              GROUP BY ic.relname) AS k) AS index_keys,
        -- The library's partial indexes on status values (issue 29: procrastinate's WHERE status = 'todo',
        -- pgqueuer's WHERE status = 'queued'): a valid btree index whose predicate is the column alone,
        -- col = ? or col = ANY (ARRAY[?, ...]) (read from pg_get_expr's text: the one place that parses

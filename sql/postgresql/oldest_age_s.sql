@@ -5,20 +5,31 @@
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        coalesce(extract(epoch FROM {clock} - (SELECT {enqueued_at} FROM {table}{open_where} ORDER BY {key} LIMIT 1)), 0)::float8 AS value,
        '' AS note
+-- @block status_skip
+-- Where the index that leads with the status column puts other columns before the enqueue time
+-- (River's and Oban's fetch index: queue, priority), the first item of each (queue, priority) in
+-- time order: {age_skip} (coltypes.age_skip_reads) walks the prefixes the index holds, one index
+-- descent each, at most :cap of them ('at least' past that).
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       coalesce(extract(epoch FROM {clock} - r.enq), 0)::float8 AS value,
+       CASE WHEN r.capped THEN 'at least: the oldest of the first ready item of each of the first cap index prefixes read'
+            ELSE '' END AS note
+FROM (SELECT min(x.enq) AS enq, bool_or(x.capped) AS capped FROM ({age_skip}) AS x (enq, capped)) AS r
 -- @block status
 -- The oldest ready item, read as the table's indexes allow (coltypes.status_read_fragments): the
 -- first item of each ready value in (status, key) order, one row each, through a (status, key)
 -- index or along the key (the lowest key is the oldest item, fifo and lifo alike); where the index
--- that leads with the status column puts other columns before the key (River's fetch index), the
--- oldest of at most :cap items read in that index's order, as depth reads them.
+-- that leads with the status column puts other columns before the key and no skip read applies
+-- (block status_skip), the oldest of at most :cap items read in that index's order, as depth reads
+-- them: 'at least' when the read stops at the cap (an older item may sit behind them).
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM {clock} - (
-           SELECT min(x.enq) FROM {age_rows}
-           CROSS JOIN LATERAL (SELECT min(l.enq) AS enq
-                               FROM (SELECT {enqueued_at} AS enq FROM {table} WHERE {status} {age_match}{open_and}
-                                     ORDER BY {age_order} LIMIT CASE WHEN {age_first} THEN 1 ELSE :cap END) AS l) AS x)),
-                0)::float8 AS value,
-       '' AS note
+       coalesce(extract(epoch FROM {clock} - r.enq), 0)::float8 AS value,
+       CASE WHEN r.capped THEN 'at least: the oldest of the first cap ready items read in the index''s order'
+            ELSE '' END AS note
+FROM (SELECT min(x.enq) AS enq, bool_or(x.capped) AS capped FROM {age_rows}
+      CROSS JOIN LATERAL (SELECT min(l.enq) AS enq, NOT {age_first} AND count(*) >= :cap AS capped
+                          FROM (SELECT {enqueued_at} AS enq FROM {table} WHERE {status} {age_match}{open_and}
+                                ORDER BY {age_order} LIMIT CASE WHEN {age_first} THEN 1 ELSE :cap END) AS l) AS x) AS r
 -- @block delete_heap
 -- order = "heap": the key says nothing about age (a GUID, a priority first), so the oldest item is
 -- found by its enqueue time, through an index that leads with it. fifo and lifo read the lowest key:
@@ -96,17 +107,27 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
                                     ORDER BY {runnable} LIMIT :cap) AS l
             WHERE NOT l.exhausted))), 0), 0)::float8 AS value,
        'since runnable: greatest(enqueued_at, runnable_at) of the ready items below max_attempts' AS note
+-- @block status_follow_skip
+-- A status queue with max_attempts whose fetch index puts other columns before the enqueue time
+-- (Oban's): as block status_skip, each prefix's first item below max_attempts among at most :cap.
+SELECT :queue AS queue, 'oldest_age_s' AS metric,
+       coalesce(extract(epoch FROM {clock} - r.enq), 0)::float8 AS value,
+       CASE WHEN r.capped THEN 'at least: oldest ready item below max_attempts of the first cap index prefixes read'
+            ELSE 'oldest ready item below max_attempts' END AS note
+FROM (SELECT min(x.enq) AS enq, bool_or(x.capped) AS capped FROM ({age_skip_follow}) AS x (enq, capped)) AS r
 -- @block status_follow
 -- A status queue with max_attempts (issue 31): the oldest ready item below it, of at most :cap
--- ready items read as block status reads them.
+-- ready items read as block status reads them: 'at least' when the read stops at the cap, unless it
+-- read in age order ({age_ordered}: status, key) and found one.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
-       coalesce(extract(epoch FROM {clock} - (
-           SELECT min(x.enq) FROM {ready_rows}
-           CROSS JOIN LATERAL (SELECT min(l.enq) AS enq
-                               FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted FROM {table}
-                                     WHERE {status} {ready_match}{open_and} ORDER BY {status_order} LIMIT :cap) AS l
-                               WHERE NOT l.exhausted) AS x)), 0)::float8 AS value,
-       'oldest ready item below max_attempts (of the first cap read)' AS note
+       coalesce(extract(epoch FROM {clock} - r.enq), 0)::float8 AS value,
+       CASE WHEN r.capped THEN 'at least: oldest ready item below max_attempts of the first cap read'
+            ELSE 'oldest ready item below max_attempts' END AS note
+FROM (SELECT min(x.enq) AS enq, bool_or(x.capped) AS capped FROM {ready_rows}
+      CROSS JOIN LATERAL (SELECT min(l.enq) FILTER (WHERE NOT l.exhausted) AS enq,
+                                 count(*) >= :cap AND NOT ({age_ordered} AND bool_or(NOT l.exhausted)) AS capped
+                          FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted FROM {table}
+                                WHERE {status} {ready_match}{open_and} ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS r
 -- @block status_follow_runnable
 -- With runnable_at: age since the item became runnable, greatest(enqueued_at, runnable_at), of the
 -- ready items below max_attempts; a scheduled item is never read. {oldest_reads}

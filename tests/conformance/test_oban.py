@@ -284,3 +284,35 @@ def test_requeue_releases_only_abandoned_jobs_and_obans_fetch_takes_each_once(la
         cut = utc_now() - timedelta(seconds=LEASE_S)
         assert not conn.execute(RESCUE.format(s=s), {"cut": cut}).fetchall()
         assert {r[0] for r in conn.execute(DISCARD.format(s=s), {"cut": cut, "now": utc_now()})} == last
+
+
+def test_oldest_age_sees_the_oldest_fetchable_job_of_every_queue_and_priority(lab: Lab) -> None:
+    """Oban's fetch index is (state, queue, priority, scheduled_at, id): the first cap of available
+    jobs in its order are the first queue's highest priority. Behind 1,100 of them (waiting 1 min)
+    sit an older priority-3 job of the same queue (20 min) and one of a later queue (10 min), and a
+    job at its attempt limit older still (30 min), which Oban's fetch never takes. The age is the
+    priority-3 job's, read exactly (a skip read of the index, no 'at least'): it was the 1-min one."""
+    name = f"oban_{uuid.uuid4().hex[:8]}"
+    s = f'"{name}"'
+    with lab.connect() as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        try:
+            conn.execute(DDL.read_text().replace("{s}", s))
+            conn.execute(f"""
+                INSERT INTO {s}.oban_jobs (state, queue, worker, args, attempt, max_attempts, inserted_at,
+                                           scheduled_at, priority)
+                SELECT 'available', q, 'MyApp.Worker', '{{}}', a, {MAX_ATTEMPTS}, at, at, p
+                FROM (SELECT 'default' AS q, 0 AS p, 0 AS a, timezone('UTC', now()) - interval '1 min' AS at
+                      FROM generate_series(1, 1100)
+                      UNION ALL SELECT 'default', 3, 0, timezone('UTC', now()) - interval '20 min'
+                      UNION ALL SELECT 'mailers', 0, 0, timezone('UTC', now()) - interval '10 min'
+                      UNION ALL SELECT 'a_first', 0, {MAX_ATTEMPTS}, timezone('UTC', now()) - interval '30 min') AS j
+                """)  # noqa: S608 - this module's own constants
+            conn.execute(f"ANALYZE {s}.oban_jobs")
+            truth = _truth(lab, name)["oldest_age_s"]
+            got = common.collect(_cfg(lab, name, "America/New_York"), "oban")["oldest_age_s"]
+        finally:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    print(f"\nOBAN oldest_age_s behind queue and priority: truth {truth}, queueops {got.value} ({got.note!r})")
+    assert truth is not None and 1190 < truth < 1260 and got.value is not None
+    assert abs(got.value - truth) <= common.AGE_SLACK_S and not got.note.startswith("at least"), got

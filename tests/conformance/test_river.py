@@ -361,9 +361,6 @@ def small_river(lab: Lab) -> Iterator[tuple[str, riverqueue.Client]]:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
-@pytest.mark.xfail(strict=True, reason="finding: oldest_age_s reads the first cap of available jobs in River's "
-                   "fetch-index order (state, queue, priority, scheduled_at, id), so an older job of a lower "
-                   "priority behind more than cap higher-priority ones is not read (its note says nothing)")
 def test_oldest_age_sees_an_older_job_of_a_lower_priority(lab: Lab, small_river: tuple[str, riverqueue.Client]) -> None:
     """River fetches by priority first: a priority-4 job waiting 10 min behind 1,100 priority-1 jobs
     waiting 1 min is the oldest runnable job, and River's definition (the truth) says 600 s."""
