@@ -90,6 +90,8 @@ def target_lists(queues: Sequence[mapping.CompiledQueue]) -> dict[str, list[str]
         # rows by its predicate (issue 29).
         "open_names": ["\n".join(c.queue.open_when_null) if c.queue.partition is None and not c.queue.expires_column
                        else "" for c in queues],
+        # closed_when_true's columns, one a line: depth's estimates leave their share out (pg-boss 12).
+        "closed_names": ["\n".join(c.queue.closed_when_true) for c in queues],
     }
 
 

@@ -102,6 +102,7 @@ def mapped_columns(q: Queue) -> list[tuple[str, str | None, str, str]]:
     if q.max_attempts_column:
         out.append(("max_attempts", q.schema_, q.table, q.max_attempts_column))
     out += [(f"open_when_null[{i}]", q.schema_, q.table, col) for i, col in enumerate(q.open_when_null)]
+    out += [(f"closed_when_true[{i}]", q.schema_, q.table, col) for i, col in enumerate(q.closed_when_true)]
     if getattr(q, "partition", None) is not None:
         out.append(("partition.column", q.schema_, q.table, q.partition.column))  # type: ignore[union-attr]
     if getattr(q, "expires_column", None):
@@ -121,6 +122,9 @@ def mapped_columns(q: Queue) -> list[tuple[str, str | None, str, str]]:
             out.append(("times_from.ref", q.schema_, q.table, side.ref))
     if getattr(q, "timeout_column", None):
         out.append(("timeout_column", q.schema_, q.table, q.timeout_column))  # type: ignore[attr-defined]
+    if getattr(q, "row_heartbeat", None):
+        out += [("row_heartbeat.column", q.schema_, q.table, q.row_heartbeat.column),  # type: ignore[union-attr]
+                ("row_heartbeat.seconds_column", q.schema_, q.table, q.row_heartbeat.seconds_column)]  # type: ignore[union-attr]
     hb = getattr(q, "heartbeat_from", None)
     if hb:
         out += [("heartbeat_from.key", hb.schema_ or q.schema_, hb.table, hb.key),
@@ -247,6 +251,7 @@ def problems(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -
                                        "figures are off by the session's UTC offset",
                                        fix="remove naive_times (a timestamptz column needs none): it is for "
                                            "timestamp without time zone columns that hold UTC"))
+    out += _stuck_rule_problems(q, types, dialect)
     flag = type_of(q, "ready_flag", types, dialect) if q.ready_flag else None
     if flag is not None and flag.category != "boolean" and flag.type_name.lower() != "bit":
         out.append(TypeProblem(q.name, "ready_flag", q.ready_flag or "", f"is {flag.type_text}, not a boolean: "
@@ -290,6 +295,37 @@ def problems(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -
                 out.append(TypeProblem(q.name, field, value, f"is {ctype.type_text}: a watermark needs an integer "
                                        "key (drift is key minus watermark); watermark_drift not collected",
                                        drops=("wm_table",), fix="remove the watermark from this queue"))
+    return out
+
+
+def _stuck_rule_problems(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -> list[TypeProblem]:
+    """The library's own stuck rule's columns (timeout_column, row_heartbeat) of a type the rule
+    cannot compute with: stuck_leases is then not collected (its rule dropped) rather than failing
+    every cycle, and the live check names the column, its type and what it should be."""
+    want = []
+    if q.timeout_column:
+        want.append(("timeout_column", q.timeout_column,
+                     "integer" if q.timeout_unit == "seconds" else "interval",
+                     f"timeout_unit = \"{q.timeout_unit}\""))
+    if q.row_heartbeat is not None:
+        want += [("row_heartbeat.column", q.row_heartbeat.column, "timestamp", "a heartbeat time"),
+                 ("row_heartbeat.seconds_column", q.row_heartbeat.seconds_column, "integer", "a limit in seconds")]
+    out = []
+    for field, column, kind, why in want:
+        ctype = type_of(q, field, types, dialect)
+        ok = ctype is None or (ctype.type_name == "interval" if kind == "interval" else ctype.category == kind)
+        if not ok:
+            assert ctype is not None
+            out.append(TypeProblem(q.name, field, column, f"is {ctype.type_text}, not {kind} ({why}): stuck_leases "
+                                   "not collected for this queue", drops=("worker_gone",),
+                                   fix="map the column the library's own rule reads, or set timeout_unit to what it "
+                                       "holds" if field == "timeout_column" else "map the column the library's own "
+                                       "rule reads"))
+    for i, column in enumerate(q.closed_when_true):
+        ctype = type_of(q, f"closed_when_true[{i}]", types, dialect)
+        if ctype is not None and ctype.category != "boolean" and ctype.type_name.lower() != "bit":
+            out.append(TypeProblem(q.name, f"closed_when_true[{i}]", column, f"is {ctype.type_text}, not a boolean: "
+                                   "every per-queue statement of this queue fails", fix="name a boolean column"))
     return out
 
 

@@ -163,6 +163,16 @@ class HeartbeatFrom(_Model):
     alive_s: int = Field(gt=0, le=WEEK_S)
 
 
+class RowHeartbeat(_Model):
+    """A processing item's own heartbeat, kept on its row with its own limit in seconds (pg-boss 12:
+    ``heartbeat_on`` and ``heartbeat_seconds``, judged by its ``failJobsByHeartbeat``): the item is
+    stuck once ``column + seconds_column`` seconds has passed. An item whose limit is NULL sends no
+    heartbeats; the rest of the stuck rule judges it. PostgreSQL; a status queue."""
+
+    column: Ident
+    seconds_column: Ident
+
+
 class TimesFrom(_Model):
     """A side table that holds an item's times when the queue row does not (procrastinate keeps them
     in ``procrastinate_events``, Hangfire's ``JobQueue`` in ``Job.CreatedAt``).
@@ -273,6 +283,15 @@ class Queue(_Model):
     # item is stuck when status_changed_at + it has passed, the rule of the library's own expiry
     # (failJobsByTimeout), instead of lease_timeout_s (status kind, PostgreSQL; issue 29).
     timeout_column: Ident | None = None
+    # What timeout_column holds: an interval (pg-boss 10's expire_in) or a whole number of seconds
+    # (pg-boss 11 and 12's expire_seconds).
+    timeout_unit: Literal["interval", "seconds"] = "interval"
+    # A processing item's own heartbeat on its row (pg-boss 12): see RowHeartbeat.
+    row_heartbeat: RowHeartbeat | None = None
+    # Boolean columns that are true while an item is not yet open work (pg-boss 12's blocked: a job
+    # waiting on a flow parent, which its fetch does not take and its ready count leaves out): read
+    # as open_when_null is, every per-queue statement reads only rows where each is false.
+    closed_when_true: list[Ident] = Field(default_factory=list)
     # Running items as claims in another table, judged by their process's heartbeat (Claims).
     claims: Claims | None = None
     # Columns that are NULL while an item is still open (GoodJob: finished_at; Que: finished_at,
@@ -324,6 +343,13 @@ class Queue(_Model):
                                                  or self.heartbeat_from is not None):
             raise ValueError("timeout_column applies to a status queue with status_changed_at (the time its "
                              "limit runs from), and not with heartbeat_from (one rule decides a stuck item)")
+        if self.timeout_unit != "interval" and self.timeout_column is None:
+            raise ValueError("timeout_unit says what timeout_column holds: set timeout_column too")
+        if self.row_heartbeat is not None and (self.kind != "status" or self.heartbeat_from is not None):
+            raise ValueError("row_heartbeat applies to a status queue (its processing items beat on their own "
+                             "row), and not with heartbeat_from (their worker's row)")
+        if self.closed_when_true and self.kind == "ring":
+            raise ValueError("closed_when_true does not apply to a ring (its slots are reused, never finished)")
         if self.heartbeat_from is not None and self.kind != "status":
             raise ValueError(f"heartbeat_from applies to a status queue (its processing items name their "
                              f"worker); kind {self.kind!r} has no processing status")
@@ -684,6 +710,11 @@ def _cross_checks(cfg: Config) -> list[Problem]:
             problems.append(Problem(f"{where}.advisory_lock", "true",
                                     "advisory locks are PostgreSQL's (pg_try_advisory_lock); SQL Server's "
                                     "statements could not leave locked items out of depth"))
+        for fld in ("timeout_column", "row_heartbeat", "heartbeat_from"):
+            if target.dialect == "mssql" and getattr(q, fld) is not None:
+                problems.append(Problem(f"{where}.{fld}", str(getattr(q, fld)),
+                                        "a library's own stuck rule is read by PostgreSQL's stuck_leases only; on "
+                                        "SQL Server the count would fall back to lease_timeout_s without saying so"))
         if target.dialect == "mssql" and q.claims is not None:
             problems.append(Problem(f"{where}.claims", q.claims.table,
                                     "claims are read by PostgreSQL's stuck_leases only; on SQL Server no "

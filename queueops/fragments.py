@@ -92,10 +92,23 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
     # (missing, or its heartbeat at least alive_s old, a validated integer); with timeout_column,
     # its own limit has passed since status_changed_at (pg-boss: started_on + expire_in). Without
     # either NULL, and the item's status-change age against lease_timeout_s decides.
+    # With row_heartbeat (pg-boss 12), also stuck once its own heartbeat is older than its own limit;
+    # an item without a limit sends no heartbeats (NULL: the rest of the rule decides). timeout_unit
+    # "seconds": the limit is a whole number of seconds (pg-boss 11 and 12's expire_seconds).
     frags["worker_gone"] = "NULL::boolean" if dialect == "postgresql" else "NULL"
-    if queue.timeout_column and queue.status_changed_at and dialect == "postgresql":
-        frags["worker_gone"] = (f"({quote_ident(queue.status_changed_at, dialect)} + "
-                                f"{quote_ident(queue.timeout_column, dialect)} < {frags['clock']})")
+    pg = dialect == "postgresql"
+    lost = None
+    if queue.row_heartbeat is not None and pg:
+        beat, limit = (quote_ident(queue.row_heartbeat.column, dialect),
+                       quote_ident(queue.row_heartbeat.seconds_column, dialect))
+        lost = f"(CASE WHEN {limit} IS NOT NULL THEN {beat} + {limit} * interval '1 second' < {frags['clock']} END)"
+        frags["worker_gone"] = lost
+    if queue.timeout_column and queue.status_changed_at and pg:
+        limit = quote_ident(queue.timeout_column, dialect)
+        if queue.timeout_unit == "seconds":
+            limit = f"{limit} * interval '1 second'"
+        timed_out = f"({quote_ident(queue.status_changed_at, dialect)} + {limit} < {frags['clock']})"
+        frags["worker_gone"] = timed_out if lost is None else f"({timed_out} OR coalesce({lost}, false))"
     if queue.heartbeat_from and dialect == "postgresql":
         hb = queue.heartbeat_from
         names = {"hb_table": quote_table(hb.schema_ or schema, hb.table, dialect),
@@ -120,7 +133,9 @@ def fragments_for(queue: Queue, dialect: str) -> dict[str, str]:
             frags["claims_item"] = quote_ident(cl.item_column, dialect)
     # Always present (empty without open_when_null), so a block reads the same for every queue:
     # ``WHERE ...{open_and}`` adds `` AND "c" IS NULL ...``, ``FROM {table}{open_where}`` a WHERE.
-    open_cond = " AND ".join([f"{quote_ident(c, dialect)} IS NULL" for c in queue.open_when_null]
+    closed = [f"NOT {quote_ident(c, dialect)}" if dialect == "postgresql" else f"{quote_ident(c, dialect)} = 0"
+              for c in queue.closed_when_true]
+    open_cond = " AND ".join([f"{quote_ident(c, dialect)} IS NULL" for c in queue.open_when_null] + closed
                              + queue_filters(queue, dialect))
     frags["open_and"] = f" AND {open_cond}" if open_cond else ""
     # advisory_lock (Que): the keys locked now, as Que's own job_stats reads them from pg_locks, in

@@ -197,7 +197,7 @@ def stuck_rule(queue: Queue, dialect: str, frags: Mapping[str, str]) -> dict[str
             out["held_note"] = "'no leased item'"
         out["stuck_if"] = (f"({lease} > {_seconds(clock, timeout, dialect)})" if queue.lease_ready == "past"
                            else f"({lease} < {_seconds(clock, -timeout, dialect)})")
-    elif queue.kind == "status" and "status_changed_at" in frags and (
+    elif queue.kind == "status" and "status_changed_at" in frags and "worker_gone" in frags and (
             "exhausted" in frags or not queue.follows_readiness):
         older = f"{frags['status_changed_at']} < {_seconds(clock, -timeout, dialect)}"
         rule = f"coalesce({frags['worker_gone']}, {older})" if pg else older

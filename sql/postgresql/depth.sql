@@ -60,12 +60,21 @@ WITH queueops_q AS MATERIALIZED (
                  * coalesce((SELECT avg((CASE WHEN t.naive_zone = 'UTC' THEN b.v::timestamp <= (now() AT TIME ZONE 'UTC')
                                              ELSE b.v::timestamptz <= now() END)::int)
                              FROM unnest(d.histogram_bounds::text::text[]) AS b (v)), 0)
-           END AS due_share
+           END AS due_share,
+           -- closed_when_true (pg-boss 12's blocked jobs): the share of rows whose flag is true, its
+           -- most common value true ('t') in pg_stats, summed over the queue's flags; 0 without one.
+           coalesce((SELECT sum(x.f) FROM regexp_split_to_table(t.closed_cols, E'\n') AS cc (n)
+                     CROSS JOIN LATERAL (
+                         SELECT (SELECT m.f FROM unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS m (v, f)
+                                 WHERE m.v IN ('t', 'true')) AS f
+                         FROM pg_stats AS st WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = cc.n
+                         ORDER BY st.inherited LIMIT 1) AS x
+                     WHERE t.closed_cols <> ''), 0) AS closed_share
     FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:schema_names]::text[],
                 ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
                 ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[],
-                ARRAY[:open_names]::text[])
-         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols)
+                ARRAY[:open_names]::text[], ARRAY[:closed_names]::text[])
+         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols, closed_cols)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
     LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages, sum(pg_stat_get_live_tuples(pc.oid)) AS n_live_tup
                        FROM pg_partition_tree(c.oid) AS p JOIN pg_class AS pc ON pc.oid = p.relid
@@ -125,8 +134,10 @@ CROSS JOIN LATERAL (SELECT (SELECT sum(x.n) FROM {ready_rows}
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
+-- c.closed_share (the prelude): rows a closed_when_true column keeps out of every count are in a
+-- ready status (pg-boss 12's blocked jobs) but never ready: the status' share alone counted them.
 CROSS JOIN LATERAL (
-    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) AS ready,
+    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) - c.closed_share AS ready,
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
             WHERE m.v IN (:processing_values_text)) AS processing,
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:done_values_text)) AS done
@@ -365,7 +376,7 @@ CROSS JOIN LATERAL (SELECT NOT n.capped AND n.total < :cap AND n.processing < :c
 -- share of the rows (pg_stats MCV, as block status) times reltuples, of which the share the cap's
 -- read found below max_attempts; processing and done likewise from their values' share.
 CROSS JOIN LATERAL (
-    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) AS ready,
+    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) - c.closed_share AS ready,
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
             WHERE m.v IN (:processing_values_text)) AS processing,
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:done_values_text)) AS done
@@ -440,7 +451,7 @@ CROSS JOIN LATERAL (SELECT NOT n.capped AND NOT n.scheduled_capped AND n.total <
 -- one ahead. Its resolution is the histogram's: one bucket is 1/statistics_target of the rows.
 -- processing and done from their values' share.
 CROSS JOIN LATERAL (
-    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) AS ready,
+    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) - c.closed_share AS ready,
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
             WHERE m.v IN (:processing_values_text)) AS processing,
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:done_values_text)) AS done
