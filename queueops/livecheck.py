@@ -191,7 +191,10 @@ def _preset_versions(q: Queue) -> str:
         p = presets.get(q.preset)
     except KeyError:
         return ""
-    return f" (preset {q.preset!r} maps {p.library} {p.versions}; is this table another version's?)"
+    others = [f"{o.library} {o.versions}: preset {o.name!r}" for o in presets.all_presets().values()
+              if o.library == p.library and o.name != p.name]
+    return (f" (preset {q.preset!r} maps {p.library} {p.versions}; is this table another version's?"
+            + (f" {'; '.join(others)}" if others else "") + ")")
 
 
 # A queue is a table: PostgreSQL's relkind r (a table) or p (a partitioned table); SQL Server's

