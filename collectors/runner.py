@@ -483,8 +483,12 @@ def _isolate(c: Collector, target: Target, queues: Sequence[Queue], conn: engine
 
 
 # The catalog types of each target's mapped columns, read when a target is first collected and
-# kept until a statement on that target fails (a table renamed, dropped or altered).
-_TYPES: dict[tuple[str, tuple[Any, ...]], Types] = {}
+# kept until a statement on that target fails (a table renamed, dropped or altered), or for
+# TYPES_TTL_S: an index an operator creates on the live check's advice (which decides how a
+# statement reads: the age's skip read, the status reads) is used within that time, not only after
+# a restart. One catalog statement per target per TTL.
+TYPES_TTL_S = 600.0
+_TYPES: dict[tuple[str, tuple[Any, ...]], tuple[float, Types]] = {}
 _TYPES_LOCK = threading.Lock()
 
 
@@ -507,15 +511,16 @@ def _catalog_types(target: Target, queues: Sequence[Queue], conn: engine.Connect
     """
     key = _types_key(target, queues)
     with _TYPES_LOCK:
-        if key in _TYPES:
-            return _TYPES[key]
+        hit = _TYPES.get(key)
+        if hit is not None and time.monotonic() - hit[0] < TYPES_TTL_S:
+            return hit[1]
     result.round_trips += 1
     try:
         types = coltypes.read_types(conn, queues)
     except engine.TargetError:
         return {}  # the collectors' own statements fail too, and say why in their status rows
     with _TYPES_LOCK:
-        _TYPES[key] = types
+        _TYPES[key] = (time.monotonic(), types)
     return types
 
 

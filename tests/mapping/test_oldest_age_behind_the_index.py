@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from collectors import registry, runner
 from queueops import config as config_mod
 from tests.conftest import Lab
@@ -45,7 +47,8 @@ def _age(cfg: config_mod.Config) -> tuple[float, str]:
 
 
 def test_an_older_item_of_another_prefix_is_read_or_the_age_says_at_least(lab: Lab, schema: str, write_cfg,  # noqa: ANN001
-                                                                           tmp_path: Path) -> None:
+                                                                           tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     _setup(lab, schema, TASKS)
     cfg = write_cfg(target_section(lab) + QUEUE.format(schema=schema))
     truth = _sql(lab, schema, "SELECT extract(epoch FROM now() - min(created_at))::float8 FROM @S.tasks "
@@ -56,6 +59,8 @@ def test_an_older_item_of_another_prefix_is_read_or_the_age_says_at_least(lab: L
     assert 55 < value < 120 and note.startswith("at least"), (value, note)
     # NOT NULL: the skip read takes the first item of tenants 'a' and 'b': the 20 min one, exact
     _sql(lab, schema, "ALTER TABLE @S.tasks ALTER COLUMN tenant SET NOT NULL")
-    runner.forget_types("lab")  # the service keeps a target's catalog types until a statement fails
+    # The service reads the change without a restart once its catalog types are TYPES_TTL_S old.
+    assert _age(cfg)[1].startswith("at least")  # still the types read before the change
+    monkeypatch.setattr(runner, "TYPES_TTL_S", 0.0)
     value, note = _age(cfg)
     assert abs(value - truth) < 30 and not note, (value, note)
