@@ -29,7 +29,6 @@ pg-boss's columns are timestamptz; compared in the three server time zones.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +36,7 @@ import pytest
 
 from queueops import actions, livecheck, presets
 from tests.conformance import common
-from tests.libraries.conformance_db import own_database
+from tests.libraries.conformance_db import own_database, shape_pgboss
 from tests.libraries.conftest import NODE_DIR, LibServer
 
 VERSION = "pg-boss 10.4.2 (npm), pg-boss/src/plans.js"
@@ -108,19 +107,7 @@ def _node(db: LibServer, *args: str) -> list[str]:
 def shaped(libserver: LibServer) -> Iterator[LibServer]:
     with own_database(libserver, "conformance_pgboss") as db:
         db.run(["node", "boss.mjs", "install"], cwd=NODE_DIR)
-        started = time.monotonic()
-        with db.connect() as conn:
-            for sql in BUILD:
-                conn.execute(sql)
-        fetched = _node(db, "fetch", str(FETCHED))
-        assert len(fetched) == FETCHED
-        _node(db, "complete", json.dumps(fetched[:COMPLETED_BY_LIB]))
-        _node(db, "fail", json.dumps(fetched[COMPLETED_BY_LIB:COMPLETED_BY_LIB + FAILED_BY_LIB]))
-        with db.connect() as conn:
-            common.analyze(conn, "pgboss.job")
-            rows = conn.execute("SELECT count(*) FROM pgboss.job").fetchone()[0]
-        print(f"\nBUILD pgboss: {rows} rows in {time.monotonic() - started:.1f} s")
-        assert rows >= common.ROWS
+        shape_pgboss(db, BUILD, lambda *a: _node(db, *a), FETCHED, COMPLETED_BY_LIB, FAILED_BY_LIB, "pgboss")
         yield db
 
 

@@ -33,7 +33,6 @@ from ready and deferred.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,7 +40,7 @@ import pytest
 
 from queueops import actions, livecheck, presets
 from tests.conformance import common
-from tests.libraries.conformance_db import own_database
+from tests.libraries.conformance_db import own_database, shape_pgboss
 from tests.libraries.conftest import NODE22, NODE_DIR, LibServer, pgboss12
 
 VERSION = "pg-boss 12.38.0 (npm), dist/plans.js"
@@ -128,19 +127,7 @@ def shaped(libserver: LibServer) -> Iterator[LibServer]:
         pytest.fail(f"Node.js 22 is not installed: run 'make setup' (npm ci in {NODE_DIR})")
     with own_database(libserver, "conformance_pgboss12") as db:
         db.run(pgboss12("install"), cwd=NODE_DIR)
-        started = time.monotonic()
-        with db.connect() as conn:
-            for sql in BUILD:
-                conn.execute(sql)
-        fetched = _node(db, "fetch", str(FETCHED))
-        assert len(fetched) == FETCHED
-        _node(db, "complete", json.dumps(fetched[:COMPLETED_BY_LIB]))
-        _node(db, "fail", json.dumps(fetched[COMPLETED_BY_LIB:COMPLETED_BY_LIB + FAILED_BY_LIB]))
-        with db.connect() as conn:
-            common.analyze(conn, "pgboss.job")
-            rows = conn.execute("SELECT count(*) FROM pgboss.job").fetchone()[0]
-        print(f"\nBUILD pgboss12: {rows} rows in {time.monotonic() - started:.1f} s")
-        assert rows >= common.ROWS
+        shape_pgboss(db, BUILD, lambda *a: _node(db, *a), FETCHED, COMPLETED_BY_LIB, FAILED_BY_LIB, "pgboss12")
         yield db
 
 

@@ -47,17 +47,23 @@ def schema(lab: Lab) -> Iterator[str]:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
+def _preset_config(lab: Lab, tmp: Path, queue: str, preset: str, schema: str, extra: str = "") -> Path:
+    """A config of the lab as its one target and one queue mapped by ``preset`` in ``schema``."""
+    secret = Path(lab.server.password_file).resolve()
+    cfg = tmp / "queueops.toml"
+    cfg.write_text(f'[[targets]]\nname = "lab"\ndialect = "postgresql"\nurl = "{lab.url}"\n'
+                   f'password = "file:{secret}"\n\n[[queues]]\nname = "{queue}"\ntarget = "lab"\n'
+                   f'preset = "{preset}"\nschema = "{schema}"{extra}\n')
+    return cfg
+
+
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_schema_only_preset_checks_live(lab: Lab, schema: str, tmp_path: Path, name: str) -> None:
     assert presets.get(name).engine == "postgresql"
     with lab.connect() as conn:
         conn.execute(SHAPES[name].format(s=f'"{schema}"'))
-    secret = Path(lab.server.password_file).resolve()
     table = '\ntable = "q_orders"' if name == "pgmq" else ""
-    cfg = tmp_path / "queueops.toml"
-    cfg.write_text(f'[[targets]]\nname = "lab"\ndialect = "postgresql"\nurl = "{lab.url}"\n'
-                   f'password = "file:{secret}"\n\n[[queues]]\nname = "{name}"\ntarget = "lab"\n'
-                   f'preset = "{name}"\nschema = "{schema}"{table}\n')
+    cfg = _preset_config(lab, tmp_path, name, name, schema, table)
     check = lab.cli("config", "check", "--live", "--config", str(cfg))
     out = check.stdout + check.stderr
     verdicts = [line.split(": ", 1)[1] for line in out.splitlines() if ": warning: " in line or ": error: " in line]
@@ -148,12 +154,7 @@ def test_a_preset_on_another_major_version_of_its_library_is_named_as_such(lab: 
     and lists 12's column in its stead."""
     with lab.connect() as conn:
         conn.execute(PGBOSS_12_JOB.format(s=f'"{schema}"'))
-    secret = Path(lab.server.password_file).resolve()
-    cfg = tmp_path / "queueops.toml"
-    cfg.write_text(f'[[targets]]\nname = "lab"\ndialect = "postgresql"\nurl = "{lab.url}"\n'
-                   f'password = "file:{secret}"\n\n[[queues]]\nname = "jobs"\ntarget = "lab"\n'
-                   f'preset = "pgboss"\nschema = "{schema}"\n')
-    check = lab.cli("config", "check", "--live", "--config", str(cfg))
+    check = lab.cli("config", "check", "--live", "--config", str(_preset_config(lab, tmp_path, "jobs", "pgboss", schema)))
     out = check.stdout + check.stderr
     assert check.returncode != 0, out
     error = next(line for line in out.splitlines() if ": error: " in line)
