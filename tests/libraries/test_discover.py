@@ -1,7 +1,7 @@
 """Acceptance: ``queueops discover --url ... --write found.toml`` on the lab's five queues plus the
 three real libraries' schemas (installed by their own tools) finds every one with the right kind and
 preset, writes a config whose every queue carries its evidence, and ``config check --live`` on that
-config exits 0. Appending again adds nothing."""
+config exits 0. Appending again adds nothing. pg-boss 12, in a database of its own: the last test."""
 
 from __future__ import annotations
 
