@@ -11,8 +11,9 @@ transcribed from oban-bg/oban v2.23.0 (commit 2939e313):
 * ``complete_job``, ``error_job`` (retryable, scheduled_at = now + backoff, the error appended);
 * ``stage_jobs`` (lib/oban/stager.ex calls it every second): scheduled / retryable whose
   scheduled_at has passed become available;
-* ``rescue_jobs`` (lib/oban/lifeline.ex, every minute, rescue_after 60 min by default): executing
-  jobs attempted before the cutoff become available, or discarded when attempt >= max_attempts.
+* ``rescue_jobs`` (the Lifeline plugin, lib/oban/plugins/lifeline.ex in every release, every minute,
+  rescue_after 60 min by default): executing jobs attempted before the cutoff become available, or
+  discarded when attempt >= max_attempts.
 
 Oban writes every time as the UTC wall clock (Elixir's DateTime.utc_now() bound as a parameter, or
 ``timezone('UTC', now())``) into ``timestamp without time zone`` columns. The figures:
@@ -43,8 +44,9 @@ from queueops import actions, livecheck
 from tests.conformance import common
 from tests.conftest import Lab
 
-UPSTREAM = ("oban-bg/oban v2.23.0 (commit 2939e313): lib/oban/migrations/postgres/v01..v14.ex, "
-            "lib/oban/engines/basic.ex, lib/oban/lifeline.ex, lib/oban/stager.ex")
+UPSTREAM = ("oban-bg/oban commit 2939e313 (v2.23.0 + 51 commits; the released v2.23.1 has the same migrations, "
+            "fetch_jobs and rescue_jobs): lib/oban/migrations/postgres/v01..v14.ex, lib/oban/engines/basic.ex, "
+            "lib/oban/plugins/lifeline.ex, lib/oban/stager.ex")
 DDL = Path(__file__).parent / "upstream" / "oban_migrations_v14.sql"
 N = common.ROWS
 LEASE_S = 4200  # the preset's lease_timeout_s
