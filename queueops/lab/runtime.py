@@ -95,6 +95,7 @@ class Outage:
         self.down: set[str] = set()
         self.since: float | None = None
         self.last_note = 0.0
+        self.returned = False  # a worker reached the database since the outage began
         self.counters = counters
 
     def lost(self, worker: str, error: object) -> None:
@@ -102,6 +103,7 @@ class Outage:
             self.down.add(worker)
             if self.since is None:
                 self.since = self.last_note = time.monotonic()
+                self.returned = False
                 log.warning("database connection lost (%s: %s); workers reconnect with back-off",
                             worker, _short(error))
 
@@ -111,6 +113,7 @@ class Outage:
             now = time.monotonic()
             if self.since is None:
                 self.since = self.last_note = now
+                self.returned = False
                 log.warning("cannot reach the database (%s: %s); retrying with back-off", worker, _short(error))
             elif now - self.last_note >= self.REMIND_S:
                 self.last_note = now
@@ -122,10 +125,23 @@ class Outage:
             if reconnect:
                 self.counters.add("reconnects")
             self.down.discard(worker)
-            if not self.down and self.since is not None:
-                log.warning("database reachable again after %.1fs; every worker reconnected",
-                            time.monotonic() - self.since)
-                self.since = None
+            self.returned = True
+            self._all_back()
+
+    def idle(self, worker: str) -> None:
+        """A worker that lost its connection and no longer wants one (its fault switched off while
+        the database was away): it waits for nothing, so the outage is over once the others are
+        back. Before, it stayed in ``down`` and "reachable again" was never said."""
+        with self._lock:
+            self.down.discard(worker)
+            self._all_back()
+
+    def _all_back(self) -> None:
+        # Said once every worker that wants the database has it again, and only after one reached it.
+        if not self.down and self.since is not None and self.returned:
+            log.warning("database reachable again after %.1fs; every worker reconnected",
+                        time.monotonic() - self.since)
+            self.since = None
 
 
 def _short(error: object) -> str:
@@ -253,6 +269,9 @@ class Worker(threading.Thread):
     def run(self) -> None:
         backoff = BACKOFF_FIRST_S
         while self.keep_going():
+            if self.conn is None and self._lost and not self.wants_connection() and not self.pending:
+                self.ctx.outage.idle(self.name)
+                self._lost = False
             if self.conn is None and (self.wants_connection() or self.pending):
                 try:
                     self.conn = self.ctx.connect(self.name)
