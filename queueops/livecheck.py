@@ -178,6 +178,35 @@ def _existence(conn: engine.Connection, q: Queue) -> list[Finding]:
             out.append(Finding("error", q.name, fld, column,
                                f"no such column in {coltypes.qualified(schema, table, conn.dialect)}"
                                f"{_preset_versions(q)}", f"one of: {', '.join(sorted(cols))}"))
+    if not out:
+        out += _later_version(q, found_cols.get((q.schema_, q.table), set()))
+    return out
+
+
+def _later_version(q: Queue, cols: set[str]) -> list[Finding]:
+    """A warning when the table has every signature column of another preset of the same library
+    that reads more of them (pg-boss 12's heartbeat_on and blocked for a queue mapped ``pgboss11``):
+    the library was upgraded under a config that still names the old version, whose figures are
+    silently wrong (a blocked job counted ready, a silent heartbeat never stuck), not missing."""
+    if not q.preset or not cols:
+        return []
+    try:
+        p = presets.get(q.preset)
+    except KeyError:
+        return []
+    mine = set(p.signature.columns)
+    out = []
+    for o in presets.all_presets().values():
+        theirs = set(o.signature.columns)
+        if (o.library != p.library or o.engine != p.engine or o.signature.table != p.signature.table
+                or not theirs > mine or not theirs <= cols):
+            continue
+        more = ", ".join(c for c in o.signature.columns if c not in mine)
+        out.append(Finding("warning", q.name, "preset", q.preset,
+                           f"preset {q.preset!r} maps {p.library} {p.versions}, but this table has the columns of "
+                           f"{o.library} {o.versions} (preset {o.name!r}): {more}, which {q.preset!r} does not "
+                           "read, so its figures leave out what that version does with them",
+                           f"preset = {o.name!r}, if the library was upgraded"))
     return out
 
 

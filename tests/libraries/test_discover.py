@@ -1,7 +1,7 @@
 """Acceptance: ``queueops discover --url ... --write found.toml`` on the lab's five queues plus the
 three real libraries' schemas (installed by their own tools) finds every one with the right kind and
 preset, writes a config whose every queue carries its evidence, and ``config check --live`` on that
-config exits 0. Appending again adds nothing. pg-boss 12, in a database of its own: the last test."""
+config exits 0. Appending again adds nothing. pg-boss 11 and 12, each in a database of its own: the last tests."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
-from tests.libraries.conftest import LibServer
+from tests.libraries.conftest import LibServer, pgboss_db
 
 EXPECTED = {
     ("lab", "q_delete"): ("delete", None), ("lab", "q_status_meta"): ("status", None),
@@ -110,22 +112,23 @@ def test_discover_finds_lab_and_libraries(installed: LibServer, tmp_path: Path) 
     assert _cli("config", "check", "--live", "--config", str(mine), password=installed.password).returncode == 0
 
 
-def test_discover_tells_pg_boss_12_from_pg_boss_10_and_its_config_checks_live(installed: LibServer,
-                                                                              tmp_path: Path) -> None:
-    """pg-boss 12's job table (installed by its own start(), in a database of its own) is proposed
-    with the pgboss12 preset, not the pgboss one (10.x: expire_in), and ``config check --live`` on
-    what discover wrote passes: every column, type and enum label of the preset, and each frequent
-    statement's plan, on the library's own schema and indexes."""
-    from tests.libraries.conftest import PGBOSS12_DB
-
-    db = installed.on_database(PGBOSS12_DB)
+@pytest.mark.parametrize("major", [11, 12])
+def test_discover_tells_each_pg_boss_version_apart_and_its_config_checks_live(installed: LibServer, tmp_path: Path,
+                                                                              major: int) -> None:
+    """pg-boss 11's and 12's job tables (each installed by its own start(), in a database of its
+    own) are proposed with their own preset (pgboss11, pgboss12), not pg-boss 10's (expire_in), and
+    not 11's for 12's table, whose columns fit both (12 has more: heartbeat_on, blocked), and
+    ``config check --live`` on what discover wrote passes: every column, type and enum label of the
+    preset, and each frequent statement's plan, on the library's own schema and indexes."""
+    db = installed.on_database(pgboss_db(major))
     listed = _cli("discover", "--url", db.url, "--password", "env:QO_TEST_DISCOVER_PW", "--json",
                   password=db.password)
     assert listed.returncode == 0, listed.stderr
     rows = [r for r in map(json.loads, listed.stdout.splitlines()) if r["proposed"]]
-    print("\nDISCOVERED pg-boss 12 " + json.dumps([[r["schema"], r["table"], r["kind"], r["preset"]] for r in rows]))
+    print(f"\nDISCOVERED pg-boss {major} "
+          + json.dumps([[r["schema"], r["table"], r["kind"], r["preset"]] for r in rows]))
     assert {(r["schema"], r["table"]): (r["kind"], r["preset"]) for r in rows} == \
-        {("pgboss", "job"): ("status", "pgboss12")}
+        {("pgboss", "job"): ("status", f"pgboss{major}")}
     found = tmp_path / "found.toml"
     assert _cli("discover", "--url", db.url, "--password", "env:QO_TEST_DISCOVER_PW", "--write", str(found),
                 password=db.password).returncode == 0
@@ -133,3 +136,27 @@ def test_discover_tells_pg_boss_12_from_pg_boss_10_and_its_config_checks_live(in
     print(check.stdout)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "scans instead of seeking" not in check.stdout, check.stdout
+
+
+def test_an_older_versions_preset_on_pg_boss_12s_table_is_warned_with_the_right_one(installed: LibServer,
+                                                                                    tmp_path: Path) -> None:
+    """A config that still says ``preset = "pgboss11"`` after pg-boss was upgraded to 12: every
+    column it maps is there (12 kept them), so no error, but its figures would count blocked jobs
+    ready and never see a silent heartbeat. ``config check --live`` warns, names the columns it does
+    not read and the preset that does; with ``pgboss12`` the warning is gone."""
+    db = installed.on_database(pgboss_db(12))
+    warnings = {}
+    for preset in ("pgboss11", "pgboss12"):
+        path = tmp_path / f"{preset}.toml"
+        path.write_text(f'[[targets]]\nname = "t"\ndialect = "postgresql"\nurl = "{db.url}"\n'
+                        f'password = "env:QO_TEST_DISCOVER_PW"\n\n[[queues]]\nname = "jobs"\ntarget = "t"\n'
+                        f'preset = "{preset}"\n')
+        check = _cli("config", "check", "--live", "--config", str(path), password=db.password)
+        assert check.returncode == 0, check.stdout + check.stderr
+        warnings[preset] = [line for line in (check.stdout + check.stderr).splitlines() if "queue 'jobs': preset" in line]
+    print("\nWARNED " + json.dumps(warnings))
+    assert len(warnings["pgboss11"]) == 1, warnings
+    line = warnings["pgboss11"][0]
+    assert "preset 'pgboss11' maps pg-boss 11.x" in line and "pg-boss 12.x (verified on 12.38.0) (preset 'pgboss12')" in line
+    assert "heartbeat_on, heartbeat_seconds, blocked" in line and "fix: preset = 'pgboss12'" in line
+    assert warnings["pgboss12"] == []

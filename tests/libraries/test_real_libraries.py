@@ -1,6 +1,6 @@
 """Real queue libraries, real workers, a SIGKILL mid-job, and queueops' view against the library's own.
 
-For each library (procrastinate, pgqueuer, pg-boss 10 and 12): its own schema (installed by its own tool,
+For each library (procrastinate, pgqueuer, pg-boss 10, 11 and 12): its own schema (installed by its own tool,
 conftest), JOBS jobs sent with its own API, its real worker processing them two at a time, each
 task recording its own job id and holding; the worker SIGKILLed while two jobs run. Then:
 ``queueops collect --once`` with the library's preset reports depth and processing equal to the
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, wait_for
-from tests.libraries.conftest import BIN, NODE_DIR, PGBOSS12_DB, LibServer, pgboss12
+from tests.libraries.conftest import BIN, NODE_DIR, LibServer, pgboss_db, pgboss_on
 
 JOBS = 6
 KILLED = 2  # the workers run two jobs at a time
@@ -95,8 +95,10 @@ def _pgboss_defer(lib: LibServer) -> list[str]:
     return json.loads(lib.run(["node", "boss.mjs", "send", str(JOBS)], cwd=NODE_DIR).strip().splitlines()[-1])
 
 
-def _pgboss12_defer(lib: LibServer) -> list[str]:
-    return json.loads(lib.run(pgboss12("send", str(JOBS)), cwd=NODE_DIR).strip().splitlines()[-1])
+def _pgboss_on_defer(major: int) -> Callable[[LibServer], list[str]]:
+    def defer(lib: LibServer) -> list[str]:
+        return json.loads(lib.run(pgboss_on(major, "send", str(JOBS)), cwd=NODE_DIR).strip().splitlines()[-1])
+    return defer
 
 
 LIBRARIES = {
@@ -122,15 +124,24 @@ LIBRARIES = {
         _pgboss_defer,
         lambda lib: ["node", "boss.mjs", "work"],
         NODE_DIR, _status_finished("pgboss.job", "state", "completed", "uuid"), "library"),
+    # pg-boss 11: its jobs expire after their own expire_seconds (5 s here), failed to retry by the
+    # supervisor's monitor.
+    "pgboss11": Library(
+        "pgboss11", "pgboss11",
+        "SELECT count(*) FILTER (WHERE state IN ('created', 'retry')), count(*) FILTER (WHERE state = 'active') "
+        "FROM pgboss.job",
+        _pgboss_on_defer(11),
+        lambda lib: pgboss_on(11, "work"),
+        NODE_DIR, _status_finished("pgboss.job", "state", "completed", "uuid"), "library", pgboss_db(11)),
     # pg-boss 12: its jobs expire after 300 s but beat every 5 s (heartbeatSeconds 10): a killed
     # worker's jobs are stuck, and failed to retry by pg-boss, once their own heartbeat is 10 s old.
     "pgboss12": Library(
         "pgboss12", "pgboss12",
         "SELECT count(*) FILTER (WHERE state IN ('created', 'retry') AND NOT blocked), "
         "count(*) FILTER (WHERE state = 'active') FROM pgboss.job",
-        _pgboss12_defer,
-        lambda lib: pgboss12("work"),
-        NODE_DIR, _status_finished("pgboss.job", "state", "completed", "uuid"), "library", PGBOSS12_DB),
+        _pgboss_on_defer(12),
+        lambda lib: pgboss_on(12, "work"),
+        NODE_DIR, _status_finished("pgboss.job", "state", "completed", "uuid"), "library", pgboss_db(12)),
 }
 
 
@@ -221,7 +232,7 @@ def test_real_library_killed_worker(installed: LibServer, tmp_path: Path, name: 
         wait_for(lambda: library.finished(lib, ids), 180, interval=0.5, what=f"every {name} job finished")
     finally:
         lib.stop(fresh)
-    if name in ("pgboss", "pgboss12"):  # pg-boss's own expiry (12: heartbeat) moved the killed jobs to retry
+    if name.startswith("pgboss"):  # pg-boss's own expiry (12: heartbeat) moved the killed jobs to retry
         with lib.connect() as conn:
             rescued = conn.execute("SELECT count(*) FROM pgboss.job WHERE id = ANY(%s::uuid[]) AND retry_count > 0",
                                    (ids,)).fetchone()[0]

@@ -25,7 +25,8 @@ REQUIRED = {"procrastinate", "pgqueuer", "pgboss", "oban", "river", "good_job", 
             "hangfire", "nservicebus", "rebus", "masstransit", "simple_queue"}
 # Presets marked tested = "real": the tests/libraries module that runs the library's own code on them.
 REAL_LIBRARY_TESTS = {"procrastinate": "test_real_libraries.py", "pgqueuer": "test_real_libraries.py",
-                      "pgboss": "test_real_libraries.py", "pgboss12": "test_real_libraries.py",
+                      "pgboss": "test_real_libraries.py", "pgboss11": "test_real_libraries.py",
+                      "pgboss12": "test_real_libraries.py",
                       "pgmq": "test_conformance_pgmq.py"}
 _LITERAL_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
 

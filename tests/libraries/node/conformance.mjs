@@ -3,8 +3,8 @@
 //   node conformance.mjs complete IDS boss.complete('qo', ids)  (IDS: a JSON array)
 //   node conformance.mjs fail IDS     boss.fail('qo', ids): retry while retry_count < retry_limit, else failed
 // Connection: QO_LIB_DSN (no password in it) and PGPASSWORD, read by node-postgres. No supervisor,
-// no schedule: nothing moves a job but the command given. QO_PGBOSS = "pg-boss" (10.x, the default)
-// or "pg-boss-12" (run by Node.js 22, see boss.mjs).
+// no schedule: nothing moves a job but the command given. QO_PGBOSS = "pg-boss" (10.x, the default),
+// "pg-boss-11" or "pg-boss-12" (both run by Node.js 22, see boss.mjs).
 const mod = await import(process.env.QO_PGBOSS || 'pg-boss')
 const PgBoss = mod.PgBoss || mod.default
 
