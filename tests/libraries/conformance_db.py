@@ -14,7 +14,10 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from queueops import livecheck
+from queueops.finding import Finding
 from tests.conformance import common
 from tests.libraries.conftest import NODE_DIR, LibServer, pgboss_on, require_pgboss
 
@@ -72,3 +75,21 @@ def preset_config(db: LibServer, preset: str, zone: str, tmp: Path | None = None
     SQLite store actions audit to)."""
     return common.make_config(db.url, Path(db.info.password_file), zone, [{"name": preset, "preset": preset}],
                               store=tmp)
+
+
+def reads_and_live_check(db: LibServer, preset: str) -> tuple[dict[str, Any], list[Finding]]:
+    """Each fast statement of ``preset``'s queue read once at production size (shared buffers,
+    printed) and ``config check --live`` on it: its seek-or-scan verdict on each statement must be
+    what the read measured, with no error. Returns the reads by collector and the live findings."""
+    cfg = preset_config(db, preset, "UTC")
+    with db.connect() as conn:
+        reads = {r.collector: r for r in common.measured_reads(cfg, preset, conn)}
+    report = livecheck.report_live(cfg)
+    print(f"\nREADS {preset}: " + "; ".join(f"{r.collector} {r.buffers} buffers" for r in reads.values()))
+    print(f"LIVE {preset}:\n" + "\n".join(f.line("") for f in report.findings))
+    scans = {f.field for f in report.findings if "scans instead of seeking" in f.reason}
+    assert set(reads) == set(common.FAST_COLLECTORS)
+    for r in reads.values():
+        assert (r.buffers <= common.BUFFER_BOUND) == (r.collector not in scans), (r, scans)
+    assert not [f for f in report.findings if f.severity == "error"], report.findings
+    return reads, report.findings

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import pytest
 
-from queueops import actions, livecheck, presets
+from queueops import actions, presets
 from tests.conformance import common
-from tests.libraries.conformance_db import pgboss_shaped, preset_config
+from tests.libraries.conformance_db import pgboss_shaped, preset_config, reads_and_live_check
 from tests.libraries.conftest import LibServer
 
 VERSION = "pg-boss 12.38.0 (npm), dist/plans.js"
@@ -148,19 +148,8 @@ def test_reads_measured_and_the_live_check_has_no_error(shaped: LibServer) -> No
     """Each fast statement's shared buffers at 200k rows (printed), and ``config check --live`` on
     the preset: every column, type and label there, no error, and its seek-or-scan verdict on each
     statement is what the read measured (the age within the bound through pg-boss's job_i14)."""
-    cfg = _cfg(shaped, "UTC")
-    with shaped.connect() as conn:
-        reads = {r.collector: r for r in common.measured_reads(cfg, QUEUE, conn)}
-    report = livecheck.report_live(cfg)
-    print("\nREADS pgboss12: " + "; ".join(f"{r.collector} {r.buffers} buffers via {','.join(r.read_by)}"
-                                            for r in reads.values()))
-    print("LIVE pgboss12:\n" + "\n".join(f.line("") for f in report.findings))
-    scans = {f.field for f in report.findings if "scans instead of seeking" in f.reason}
-    assert set(reads) == set(common.FAST_COLLECTORS)
-    for r in reads.values():  # the live check's verdict is what the read measured
-        assert (r.buffers <= common.BUFFER_BOUND) == (r.collector not in scans), (r, scans)
+    reads, _ = reads_and_live_check(shaped, QUEUE)
     assert reads["oldest_age_s"].buffers <= common.BUFFER_BOUND
-    assert not [f for f in report.findings if f.severity == "error"], report.findings
 
 
 def test_requeue_is_refused_and_the_preset_says_when_pgboss_fails_a_job(shaped: LibServer, tmp_path: Path) -> None:
