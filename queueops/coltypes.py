@@ -581,39 +581,74 @@ def age_skip_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], c
     then each next one above the last (a row comparison the index serves), at most ``cap`` of them;
     for each, its first item in time order (with max_attempts: the first below its limit among at
     most ``cap`` items). A walk that reaches the cap reads 'at least'."""
-    prefix = age_skip_prefix(q, status)
-    if not prefix or not q.ready_values:
-        return {}
-    pg = "postgresql"
-    table, st, open_and, enq = frags["table"], frags["status"], frags.get("open_and", ""), frags["enqueued_at"]
-    cols = [quote_ident(c, pg) for c in prefix]
-    alias = [f"p{i}" for i in range(len(cols))]
-    listed, walked = ", ".join(cols), ", ".join(f"k.{a}" for a in alias)
-    same = " AND ".join(f"{c} = k.{a}" for c, a in zip(cols, alias, strict=True))
     out: dict[str, str] = {}
     forms = {"age_skip": None, "age_skip_follow": frags.get("exhausted")}
     for name, exhausted in forms.items():
         if name == "age_skip_follow" and exhausted is None:
             continue
         rows = []
-        for v in coerce_values(list(q.ready_values), status):
-            lit = _constant(v, frags["status_type"], status)
-            where = f"{st} = {lit}"
+        for walk, first_rows in _skip_walks(q, status, frags, cap):
             if exhausted is None:
-                first = (f"(SELECT {enq} FROM {table} WHERE {where} AND {same}{open_and} "  # noqa: S608
-                         f"ORDER BY {st}, {listed}, {enq} LIMIT 1)")
+                first = f"(SELECT {frags['enqueued_at']} {first_rows(1)})"
             else:
                 # The first below the limit in time order, of at most the cap (the read stops there).
-                first = (f"(SELECT l.enq FROM (SELECT {enq} AS enq, {exhausted} AS exhausted "  # noqa: S608
-                         f"FROM {table} WHERE {where} AND {same}{open_and} ORDER BY {st}, {listed}, {enq} "
-                         f"LIMIT {cap}) AS l WHERE NOT l.exhausted LIMIT 1)")
-            rows.append(
-                f"SELECT min(f.enq), count(*) >= {cap} FROM (WITH RECURSIVE k ({', '.join(alias)}, n) AS ("  # noqa: S608
+                first = (f"(SELECT l.enq FROM (SELECT {frags['enqueued_at']} AS enq, {exhausted} AS exhausted "  # noqa: S608
+                         f"{first_rows(cap)}) AS l WHERE NOT l.exhausted LIMIT 1)")
+            rows.append(f"SELECT min(f.enq), count(*) >= {cap} FROM ({walk} SELECT {first} AS enq FROM k) AS f")  # noqa: S608
+        if rows:
+            out[name] = " UNION ALL ".join(rows)
+    return out
+
+
+def skip_item_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int, per: int,
+                    item_cols: str, exhausted: str | None) -> str:
+    """The items drill-down's oldest waiting items where oldest_age_s reads by a skip walk
+    (:func:`age_skip_reads`): the first ``per`` items of each prefix the walk reaches (each
+    (queue, priority) of River's and Oban's fetch index), in time order, and with ``exhausted``
+    (``{age_skip_follow}``'s predicate) those at their attempt limit left out; rows of ``(item,
+    attempts, last_error, owner, since)`` (``item_cols``: the select list of the first four).
+    Empty when no skip read applies."""
+    rows = []
+    for walk, first_rows in _skip_walks(q, status, frags, cap):
+        cols = f"{item_cols}, {frags['enqueued_at']} AS since"
+        if exhausted is None:
+            items = f"(SELECT {cols} {first_rows(per)}) AS i"
+        else:
+            items = (f"(SELECT l.item, l.attempts, l.last_error, l.owner, l.since FROM (SELECT {cols}, "  # noqa: S608
+                     f"{exhausted} AS exhausted {first_rows(cap)}) AS l WHERE NOT l.exhausted LIMIT {per}) AS i")
+        rows.append(f"SELECT w.* FROM ({walk} SELECT i.item, i.attempts, i.last_error, i.owner, i.since "  # noqa: S608
+                    f"FROM k CROSS JOIN LATERAL {items}) AS w")
+    return " UNION ALL ".join(rows)
+
+
+def _skip_walks(q: Queue, status: ColumnType | None, frags: dict[str, str],
+                cap: int) -> list[tuple[str, Callable[[int], str]]]:
+    """Per ready value, the skip walk of :func:`age_skip_prefix`'s prefixes: ``WITH RECURSIVE k``
+    (one row per prefix, at most ``cap``), and how to read a prefix's items in time order:
+    ``first_rows(limit)``, the ``FROM ... ORDER BY ... LIMIT`` text of a read that
+    follows ``SELECT <columns>`` inside the walk (its prefix is ``k``'s row)."""
+    prefix = age_skip_prefix(q, status)
+    if not prefix or not q.ready_values:
+        return []
+    pg = "postgresql"
+    table, st, open_and, enq = frags["table"], frags["status"], frags.get("open_and", ""), frags["enqueued_at"]
+    cols = [quote_ident(c, pg) for c in prefix]
+    alias = [f"p{i}" for i in range(len(cols))]
+    listed, walked = ", ".join(cols), ", ".join(f"k.{a}" for a in alias)
+    same = " AND ".join(f"{c} = k.{a}" for c, a in zip(cols, alias, strict=True))
+    out = []
+    for v in coerce_values(list(q.ready_values), status):
+        where = f"{st} = {_constant(v, frags['status_type'], status)}"
+        walk = (f"WITH RECURSIVE k ({', '.join(alias)}, n) AS ("  # noqa: S608
                 f"(SELECT {listed}, 1 FROM {table} WHERE {where}{open_and} ORDER BY {st}, {listed} LIMIT 1) "
                 f"UNION ALL SELECT nx.*, k.n + 1 FROM k CROSS JOIN LATERAL (SELECT {listed} FROM {table} "
                 f"WHERE {where} AND ({listed}) > ({walked}){open_and} ORDER BY {st}, {listed} LIMIT 1) AS nx "
-                f"WHERE k.n < {cap}) SELECT {first} AS enq FROM k) AS f")
-        out[name] = " UNION ALL ".join(rows)
+                f"WHERE k.n < {cap})")
+
+        def first_rows(limit: int, where: str = where) -> str:
+            return (f"FROM {table} WHERE {where} AND {same}{open_and} "  # noqa: S608
+                    f"ORDER BY {st}, {listed}, {enq} LIMIT {limit}")
+        out.append((walk, first_rows))
     return out
 
 
@@ -641,21 +676,40 @@ def oldest_runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, 
     that index's order, the runnable range sought; when the read stops at the cap the oldest is
     of the items read (ordered by the runnable time within each leading key only): 'at least'.
     """
+    reads = _runnable_reads(q, status, frags, cap, "")
+    return {"oldest_reads": " UNION ALL ".join(
+        f"SELECT min({age}) FILTER (WHERE NOT l.exhausted), {capped} FROM {inner}"  # noqa: S608
+        for inner, age, capped in reads)}
+
+
+def runnable_item_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int, item_cols: str) -> str:
+    """The items drill-down's oldest waiting items, read exactly as :func:`oldest_runnable_reads`
+    reads the age: rows of ``(item, attempts, last_error, owner, since)`` (``item_cols``: the select
+    list of the first four, read as ``l.<name>``), ``since`` the time the age counts from
+    (greatest(enqueued_at, runnable_at)), items at their attempt limit left out."""
+    return " UNION ALL ".join(
+        f"SELECT l.item, l.attempts, l.last_error, l.owner, {age} AS since FROM {inner} "  # noqa: S608
+        "WHERE NOT l.exhausted"
+        for inner, age, _ in _runnable_reads(q, status, frags, cap, ", " + item_cols))
+
+
+def _runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int,
+                    extra: str) -> list[tuple[str, str, str]]:
+    """``(inner read AS l, the age's time of a row of it, whether it stopped at the cap)`` for each
+    ready range (and, through partial indexes, each ready value) oldest_age_s reads; ``extra``: more
+    of each row's columns to select (the drill-down's)."""
     table, col, open_and = frags["table"], frags["status"], frags.get("open_and", "")
     runnable, clock, exhausted, enq = frags["runnable"], frags["clock"], frags["exhausted"], frags["enqueued_at"]
     seek = status is not None and status.leads_index
     values = coerce_values(list(q.ready_values), status)
     served = [serving_partial(status, v, q.runnable_at or "") for v in values]
-    select = f"{enq} AS enq, {runnable} AS run, {exhausted} AS exhausted"
+    select = f"{enq} AS enq, {runnable} AS run, {exhausted} AS exhausted{extra}"
     ranges = ((f"{runnable} <= {clock}", "greatest(l.enq, l.run)"), (f"{runnable} IS NULL", "l.enq"))
     if seek or not oldest_reads_partial(q, status):
         within = f"IN ({', '.join(_constant(v, frags['status_type'], status) for v in values) or 'NULL'})"
-        rows = [f"SELECT min({age}) FILTER (WHERE NOT l.exhausted), false FROM (SELECT {select} FROM {table} "  # noqa: S608
-                f"WHERE {col} {within} AND {cond}{open_and} ORDER BY {col}, {runnable} LIMIT {cap}) AS l"
+        return [(f"(SELECT {select} FROM {table} WHERE {col} {within} AND {cond}{open_and} "  # noqa: S608
+                 f"ORDER BY {col}, {runnable} LIMIT {cap}) AS l", age, "false")
                 for cond, age in ranges]
-    else:
-        rows = [f"SELECT min({age}) FILTER (WHERE NOT l.exhausted), count(*) >= {cap} FROM (SELECT {select} "  # noqa: S608
-                f"FROM {table} WHERE {col} = {_constant(v, frags['status_type'], status)} AND {cond}{open_and} "
-                f"ORDER BY {order} LIMIT {cap}) AS l"
-                for v, (_, order) in zip(values, [s for s in served if s], strict=True) for cond, age in ranges]
-    return {"oldest_reads": " UNION ALL ".join(rows)}
+    return [(f"(SELECT {select} FROM {table} WHERE {col} = {_constant(v, frags['status_type'], status)} "  # noqa: S608
+             f"AND {cond}{open_and} ORDER BY {order} LIMIT {cap}) AS l", age, f"count(*) >= {cap}")
+            for v, (_, order) in zip(values, [s for s in served if s], strict=True) for cond, age in ranges]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from queueops import mapping, sqlfiles
+from queueops import coltypes, mapping, sqlfiles
 from queueops.config import Queue
 
 LIMIT = 100
@@ -53,17 +53,43 @@ class Read:
 
 def item_fragments(queue: Queue, dialect: str, compiled: mapping.CompiledQueue | None = None) -> dict[str, str]:
     """The queue's collector fragments (the compiled stuck rule and side-table times among them)
-    plus the select-list ones of items.sql (a quoted column or a typed NULL)."""
-    f = (compiled or mapping.compile_queue(queue, dialect)).fragments
+    plus the select-list ones of items.sql (a quoted column or a typed NULL), and
+    ``{waiting_reads}`` where oldest_age_s reads its age through generated reads."""
+    c = compiled or mapping.compile_queue(queue, dialect)
+    f = c.fragments
     null = _NULL[dialect]
     held = {"lease": f.get("lease"), "status": f.get("status_changed_at"), "due": f.get("due")}.get(queue.kind)
-    return {**f,
-            "attempts_sel": f.get("attempts") or null["int"],
-            "error_sel": f.get("error") or null["text"],
-            "owner_sel": f.get("owner") or null["text"],
-            "enq_sel": f.get("enqueued_at") or null["time"],
-            "held_sel": held or null["time"],
-            "state_sel": f.get("status") or null["text"]}
+    out = {**f,
+           "attempts_sel": f.get("attempts") or null["int"],
+           "error_sel": f.get("error") or null["text"],
+           "owner_sel": f.get("owner") or null["text"],
+           "enq_sel": f.get("enqueued_at") or null["time"],
+           "held_sel": held or null["time"],
+           "state_sel": f.get("status") or null["text"]}
+    if dialect == "postgresql" and queue.kind == "status":
+        reads = _waiting_reads(queue, c.status, out)
+        if reads:
+            out["waiting_reads"] = reads
+    return out
+
+
+def _waiting_reads(queue: Queue, status: coltypes.ColumnType | None, f: dict[str, str]) -> str:
+    """The oldest waiting items of a status queue read as oldest_age_s reads its age (the blocks
+    collectors.runner chooses for it): through the runnable column's reads (since
+    greatest(enqueued_at, runnable_at), a scheduled item never listed), else through the skip walk
+    of the fetch index (each (queue, priority) of River's and Oban's), items at their attempt limit
+    left out where the age leaves them out. '' where the age is read otherwise (waiting_block)."""
+    cols = ("{key} AS item, {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, "
+            "CAST({owner_sel} AS text) AS owner").format(**f)
+    if not all(k in f for k in ("status", "status_type", "enqueued_at")):
+        return ""
+    if queue.follows_readiness:
+        if queue.runnable_at and all(k in f for k in ("runnable", "exhausted", "ready_list")):
+            return coltypes.runnable_item_reads(queue, status, f, CAP, cols)
+        if "exhausted" not in f:
+            return ""
+    return coltypes.skip_item_reads(queue, status, f, CAP, LIMIT, cols,
+                                    f["exhausted"] if queue.follows_readiness else None)
 
 
 def stuck_block(queue: Queue, frags: dict[str, str]) -> str:
@@ -81,13 +107,22 @@ def stuck_block(queue: Queue, frags: dict[str, str]) -> str:
     return "stuck_lease" if queue.kind == "lease" else "stuck_status"
 
 
-def waiting_block(queue: Queue, frags: dict[str, str]) -> str:
+def waiting_block(queue: Queue, frags: dict[str, str], dialect: str = "postgresql") -> str:
+    """The oldest-waiting list's block: the items oldest_age_s's age is read from, oldest (by the
+    age's own time) first."""
     if queue.kind == "ring":
         raise NotApplicable("a ring's slots are read by sequence, not listed (ring_occupancy shows them)")
     if queue.kind == "lease":
         if not queue.enqueued_at:
             raise NotApplicable("the oldest waiting items need enqueued_at in the queue's config")
         return "waiting_lease_follow" if "free" in frags and "exhausted" in frags else "waiting_lease"
+    if queue.kind == "status" and dialect == "postgresql":
+        if "waiting_reads" in frags:
+            return "waiting_reads"
+        if queue.follows_readiness and "exhausted" in frags:
+            return "waiting_status_follow"
+        if queue.order == "heap" and "enqueued_at" in frags:
+            return "waiting_status_heap"
     return f"waiting_{queue.kind}"
 
 
@@ -96,15 +131,18 @@ def _values(c: mapping.CompiledQueue, limit: int) -> dict[str, Any]:
             "processing_values": c.values["processing_values"], "ready_values": c.values["ready_values"]}
 
 
-def read_of(queue: Queue, dialect: str, which: str, *, limit: int = LIMIT, key: Any = None) -> Read:
-    """The statement of one list: ``stuck``, ``waiting`` or ``key`` (one item, exact match)."""
-    c = mapping.compile_queue(queue, dialect)
+def read_of(queue: Queue, dialect: str, which: str, *, limit: int = LIMIT, key: Any = None,
+            types: mapping.Types | None = None) -> Read:
+    """The statement of one list: ``stuck``, ``waiting`` or ``key`` (one item, exact match).
+    ``types``: the queue's catalog types (:func:`queueops.coltypes.read_types`), without which the
+    waiting list cannot read through the indexes the age reads (River's fetch index)."""
+    c = mapping.compile_queue(queue, dialect, types)
     frags = item_fragments(queue, dialect, c)
     sqlf = sqlfiles.load(dialect, "items")
     if which == "stuck":
         block = stuck_block(queue, frags)
     elif which == "waiting":
-        block = waiting_block(queue, frags)
+        block = waiting_block(queue, frags, dialect)
     elif which == "key":
         if queue.kind == "ring":
             raise NotApplicable("a ring's slots are not items with keys")
@@ -117,5 +155,12 @@ def read_of(queue: Queue, dialect: str, which: str, *, limit: int = LIMIT, key: 
 
 def read(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], queue: Queue, dialect: str, which: str, *,
          limit: int = LIMIT, key: Any = None) -> list[dict[str, Any]]:
-    """Run one list's read through ``run`` (a target connection's ``execute``)."""
-    return run(read_of(queue, dialect, which, limit=limit, key=key).statement)
+    """Run one list's read through ``run`` (a target connection's ``execute``), the queue's catalog
+    types read first through the same ``run``."""
+    return run(read_of(queue, dialect, which, limit=limit, key=key, types=types_for(run, queue, dialect)).statement)
+
+
+def types_for(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], queue: Queue,
+              dialect: str) -> mapping.Types:
+    """The queue's catalog types, as the collectors read them (one catalog statement)."""
+    return coltypes.read_types_with(run, dialect, [queue])

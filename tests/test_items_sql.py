@@ -106,3 +106,33 @@ def test_requeue_keys_restrict_every_block_and_stay_bound(dialect: str) -> None:
         else:
             assert 'AND "id" IN (%s, %s)' in stmt.sql
         assert requeue._render(sqlf, block, frags, values, None).sql == sqlf.render(block, frags, values).sql
+
+
+@pytest.mark.parametrize("preset", ["river", "oban", "pgboss12", "pgqueuer", "procrastinate"])
+def test_the_waiting_list_of_a_library_reads_as_its_age_does(preset: str) -> None:
+    """Each library's oldest-waiting list is the age's own read (block waiting_reads, or Oban's
+    status_follow without the catalog), in a schema whose name needs quoting: quoted, bounded by the cap inside
+    and the list's LIMIT outside, the list's limit bound; with River's fetch index known (catalog
+    types), the skip walk of that index, as oldest_age_s reads it."""
+    from queueops import coltypes
+
+    c = config_mod.parse({"targets": [{"name": "t", "dialect": "postgresql", "url": "postgresql://u@h:5432/d"}],
+                          "queues": [{"name": "q", "target": "t", "preset": preset, "schema": "odd schema"}]})
+    q = c.queue("q")
+    read = items.read_of(q, "postgresql", "waiting")
+    sql = read.statement.sql
+    assert read.block == ("waiting_status" if preset == "river" else
+                          "waiting_status_follow" if preset == "oban" else "waiting_reads"), read.block
+    assert '"odd schema".' in sql and sql.rstrip().endswith("LIMIT %s") and sql.count("%s") == len(read.statement.params)
+    assert read.statement.params[-1] == items.LIMIT
+    if preset != "river":  # the inner reads stop at the cap, inlined by the age's reads or bound
+        assert f"LIMIT {items.CAP}" in sql or items.CAP in read.statement.params
+    table = coltypes.qualified(q.schema_, q.table, "postgresql")
+    fetch = coltypes.ColumnType(table, q.status_column, "public", "river_job_state", "river_job_state", "E",
+                                tuple(q.ready_values), "r", True, ("queue", "priority"), (),
+                                ((("state", True), ("queue", True), ("priority", True), (q.enqueued_at, True),
+                                  ("id", True)),))
+    if preset in ("river", "oban"):
+        typed = items.read_of(q, "postgresql", "waiting", types={(table, q.status_column): fetch})
+        assert typed.block == "waiting_reads" and "WITH RECURSIVE k" in typed.statement.sql
+        assert f"LIMIT {items.LIMIT}) AS " in typed.statement.sql  # at most the list's length per prefix

@@ -66,6 +66,36 @@ SELECT {key} AS item, {enq_sel} AS since,
        {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
 FROM {table} WHERE {status} IN (:ready_values){open_and}
 ORDER BY {status}, {key} LIMIT :limit_n
+-- @block waiting_reads
+-- The oldest waiting items of a status queue read exactly as oldest_age_s.sql reads its age
+-- (queueops.items._waiting_reads): {waiting_reads} are its reads with each row's columns, through
+-- the runnable column's index (block status_follow_runnable: since greatest(enqueued_at,
+-- runnable_at); a scheduled item is never listed) or the skip walk of the fetch index (blocks
+-- status_skip, status_follow_skip: the first items of each (queue, priority)), items at their
+-- attempt limit left out. Oldest first by that time, so the first row's age is the age's figure.
+SELECT w.item, w.since, round(extract(epoch FROM {clock} - w.since)::numeric, 1)::float8 AS age_s,
+       w.attempts, w.last_error, w.owner
+FROM ({waiting_reads}) AS w (item, attempts, last_error, owner, since)
+ORDER BY w.since, w.item LIMIT :limit_n
+-- @block waiting_status_follow
+-- A status queue with max_attempts and no skip read: the ready items below it among the first
+-- :cap read as oldest_age_s.sql (block status_follow) reads them, oldest enqueue time first.
+SELECT l.item, l.since, round(extract(epoch FROM {clock} - l.since)::numeric, 1)::float8 AS age_s,
+       l.attempts, l.last_error, l.owner
+FROM {ready_rows} CROSS JOIN LATERAL (
+    SELECT {key} AS item, {enqueued_at} AS since, {exhausted} AS exhausted, {attempts_sel} AS attempts,
+           left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
+    FROM {table} WHERE {status} {ready_match}{open_and} ORDER BY {status_order} LIMIT :cap) AS l
+WHERE NOT l.exhausted
+ORDER BY l.since, l.item LIMIT :limit_n
+-- @block waiting_status_heap
+-- order = "heap" (the key says nothing about age): the oldest ready items by enqueue time, as
+-- oldest_age_s.sql (block status_heap) reads the first.
+SELECT {key} AS item, {enqueued_at} AS since,
+       round(extract(epoch FROM {clock} - {enqueued_at})::numeric, 1)::float8 AS age_s,
+       {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, CAST({owner_sel} AS text) AS owner
+FROM {table} WHERE {status} IN (:ready_values){open_and}
+ORDER BY {enqueued_at}, {key} LIMIT :limit_n
 -- @block waiting_delete
 -- The oldest items of a delete queue: the lowest keys (oldest_age_s.sql, block delete).
 SELECT {key} AS item, {enq_sel} AS since,
