@@ -212,6 +212,29 @@ def assert_stuck_list_is_the_count(config_for: Callable[[str], config.Config], q
         assert got == want, (zone, sorted(set(got) ^ set(want)), len(got), len(want))
 
 
+def assert_waiting_list_is_the_age(config_for: Callable[[str], config.Config], queue: str,
+                                   age: float | None) -> list[dict[str, Any]]:
+    """Issue: "oldest waiting: 1 h 30 min" and the list behind it must agree. In every server time
+    zone the drill-down's oldest-waiting list (read as the console reads it, catalog types first)
+    begins with an item of the library's own oldest age (the truth query's oldest_age_s, ``age``,
+    within :data:`AGE_SLACK_S`), oldest first. Returns the UTC list."""
+    from queueops import engine, items
+
+    assert age is not None and age > 0, age
+    first: list[dict[str, Any]] = []
+    for zone in ZONES:
+        cfg = config_for(zone)
+        q = cfg.queue(queue)
+        target = cfg.target(q.target)
+        with engine.connection(target, "collect", cfg.base_dir, application="queueops-conformance") as conn:
+            rows = items.read(conn.execute, q, target.dialect, "waiting")
+        ages = [float(r["age_s"]) for r in rows]
+        assert rows and abs(ages[0] - age) <= AGE_SLACK_S, (zone, age, rows[:3])
+        assert ages == sorted(ages, reverse=True), (zone, ages[:10])
+        first = first or rows
+    return first
+
+
 def proposed(cfg: config.Config, schema: str) -> list[tuple[str, str | None]]:
     """Issue 29 item 6: what ``discover`` proposes in ``schema`` (table, preset), read from the
     catalog as the command reads it."""

@@ -217,6 +217,13 @@ def test_the_stuck_list_is_what_stuck_leases_counts(lab: Lab, oban: str) -> None
                                           _truth(lab, oban)["stuck_leases"])
 
 
+def test_the_oldest_waiting_list_begins_with_the_age(lab: Lab, oban: str) -> None:
+    """The drill-down's oldest-waiting list begins with Oban's own oldest available job below its
+    attempt limit, in every zone."""
+    common.assert_waiting_list_is_the_age(lambda zone: _cfg(lab, oban, zone), "oban",
+                                          _truth(lab, oban)["oldest_age_s"])
+
+
 def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, oban: str) -> None:
     """Item 5: each fast statement reads a number of buffers set by the cap, not by the table (the
     state values from unnest walked the primary key: ~9,000 buffers); the live check agrees."""

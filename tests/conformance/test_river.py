@@ -303,6 +303,13 @@ def test_the_stuck_list_is_what_stuck_leases_counts(lab: Lab, river: Built) -> N
                                           _truth(lab, river.schema)["stuck_leases"])
 
 
+def test_the_oldest_waiting_list_begins_with_the_age(lab: Lab, river: Built) -> None:
+    """The drill-down's oldest-waiting list begins with River's own oldest available job (its
+    retried jobs at priority 4 behind the fresh ones at 1 among them), in every zone."""
+    common.assert_waiting_list_is_the_age(lambda zone: _cfg(lab, river.schema, zone), "river",
+                                          _truth(lab, river.schema)["oldest_age_s"])
+
+
 def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(lab: Lab, river: Built) -> None:
     """Item 5: the state values from unnest walked River's primary key (~8,700 buffers at 200,000
     rows); read through river_job_prioritized_fetching_index each statement stays under the bound."""

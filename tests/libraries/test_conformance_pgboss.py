@@ -146,6 +146,13 @@ def test_the_stuck_list_is_what_stuck_leases_counts(shaped: LibServer) -> None:
                                           common.utc_truth(shaped.connect, TRUTH)["stuck_leases"])
 
 
+def test_the_oldest_waiting_list_begins_with_the_age(shaped: LibServer) -> None:
+    """The drill-down's oldest-waiting list begins with pg-boss's own oldest fetchable job (uuid
+    keys: the list used to be a random hundred, jobs sent for later among them), in every zone."""
+    common.assert_waiting_list_is_the_age(lambda zone: _cfg(shaped, zone), QUEUE,
+                                          common.utc_truth(shaped.connect, TRUTH)["oldest_age_s"])
+
+
 def test_stuck_is_counted_on_the_partitions_and_says_how(shaped: LibServer) -> None:
     """pgboss.job is partitioned: its own relpages are 0, so the stuck read took it for a small table
     ("exact (small table, no status index)"). Its size is its partitions' (past the small-table

@@ -124,6 +124,13 @@ def test_the_stuck_list_is_what_stuck_leases_counts(shaped: LibServer) -> None:
                                           common.utc_truth(shaped.connect, TRUTH)["stuck_leases"])
 
 
+def test_the_oldest_waiting_list_begins_with_the_age(shaped: LibServer) -> None:
+    """The drill-down's oldest-waiting list begins with pg-boss's own oldest fetchable job, in every
+    zone."""
+    common.assert_waiting_list_is_the_age(lambda zone: _cfg(shaped, zone), QUEUE,
+                                          common.utc_truth(shaped.connect, TRUTH)["oldest_age_s"])
+
+
 def test_reads_measured_and_the_live_check_has_no_error(shaped: LibServer) -> None:
     """Each fast statement's shared buffers at 200k rows (printed), and ``config check --live`` on
     the preset: every column, type and label there, no error, and its seek-or-scan verdict on each

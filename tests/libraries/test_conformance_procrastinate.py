@@ -185,6 +185,13 @@ def test_the_stuck_list_is_what_stuck_leases_counts(shaped: LibServer) -> None:
                                           common.utc_truth(shaped.connect, TRUTH)["stuck_leases"])
 
 
+def test_the_oldest_waiting_list_begins_with_the_age(shaped: LibServer) -> None:
+    """The drill-down's oldest-waiting list begins with procrastinate's own oldest todo job whose
+    scheduled_at has passed, in every zone."""
+    common.assert_waiting_list_is_the_age(lambda zone: _cfg(shaped, zone), QUEUE,
+                                          common.utc_truth(shaped.connect, TRUTH)["oldest_age_s"])
+
+
 def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibServer) -> None:
     """Item 5: each fast statement's shared buffers at 200k rows, and ``config check --live``'s
     verdict on the same statement: "scans instead of seeking" exactly where the read is not bounded.
