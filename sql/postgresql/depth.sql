@@ -136,6 +136,8 @@ CROSS JOIN LATERAL (SELECT (SELECT sum(x.n) FROM {ready_rows}
       OFFSET 0) AS n
 -- c.closed_share (the prelude): rows a closed_when_true column keeps out of every count are in a
 -- ready status (pg-boss 12's blocked jobs) but never ready: the status' share alone counted them.
+-- The share is of every row: a flagged row in another status (pg-boss's cancelled blocked child)
+-- is taken off too (docs/presets.md, pg-boss 12).
 CROSS JOIN LATERAL (
     SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) - c.closed_share AS ready,
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
