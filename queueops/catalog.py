@@ -136,6 +136,13 @@ def get(name: str) -> Metric | None:
     return None
 
 
+def accepted_names(*more: str) -> str:
+    """What a metric name may be, for the error that refuses an unknown one (a threshold, an alert
+    rule, an autopilot condition): one wording, wherever a name is checked against the catalog."""
+    return ("any metric of sql/metrics.toml, or a counter's <name>" + RATE_SUFFIX + " rate"
+            + (f", or {', '.join(more)}" if more else ""))
+
+
 def target_wide(name: str) -> str | None:
     """The collector of ``name`` when only target-scope collectors emit it (a server-wide figure,
     in the target's row, queue ``''``), else None: no queue's row carries such a metric."""

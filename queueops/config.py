@@ -673,7 +673,7 @@ def _known_metric_keys(v: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         known = ", ".join(sorted(catalog.thresholds()))
         raise ValueError(f"unknown metric(s) {', '.join(map(repr, unknown))}; metrics with levels: {known} "
-                         "(any metric of sql/metrics.toml, or a counter's <name>_per_s rate, is accepted)")
+                         f"({catalog.accepted_names()}, is accepted)")
     return v
 
 
@@ -745,8 +745,7 @@ def _cross_checks(cfg: Config) -> list[Problem]:
         metric = p.condition.metric
         if catalog.get(metric) is None:
             problems.append(Problem(f"autopilot[{i}].when", p.when, f"unknown metric {metric!r}: no collector writes "
-                                    "it, so the policy would never fire (any metric of sql/metrics.toml, or a "
-                                    "counter's <name>_per_s rate)"))
+                                    f"it, so the policy would never fire ({catalog.accepted_names()})"))
     return problems
 
 

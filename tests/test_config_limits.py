@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from queueops import catalog
 from queueops import config as config_mod
 from queueops.identifiers import identifier_problem
 from tests.conftest import ROOT
@@ -91,6 +92,7 @@ def test_an_unknown_metric_in_thresholds_is_refused_with_the_list(tmp_path: Path
     message = _refusal(tmp_path, f"{TARGET}{LEASE_QUEUE}thresholds = {{ depht = {{ warn = 10 }} }}\n")
     assert "queues[0](name='jobs').thresholds = " in message
     assert "unknown metric(s) 'depht'" in message and "depth" in message and "stuck_leases" in message
+    assert catalog.accepted_names() in message  # the one wording of what a metric name may be
     path = tmp_path / "rate.toml"
     path.write_text(f"{TARGET}{LEASE_QUEUE}thresholds = {{ row_lock_waits_per_s = {{ warn = 1 }} }}\n")
     assert config_mod.load(path).queues[0].thresholds["row_lock_waits_per_s"].warn == 1  # a counter's rate
@@ -156,6 +158,7 @@ def test_config_check_refuses_what_the_service_would_refuse_at_start(tmp_path: P
     proc = _check(path)
     assert proc.returncode == 1 and "ok" not in proc.stdout, proc.stdout
     assert f"{path}: alerts.rules[1].metric = 'dpeth': unknown metric" in proc.stderr, proc.stderr
+    assert catalog.accepted_names() + ", or a root cause's age: " in proc.stderr, proc.stderr
     path.write_text(f"{TARGET}{LEASE_QUEUE}\n[[alerts.rules]]\nmetric = \"depth\"\nvalue = 5\nqueues = [\"jbos\"]\n")
     proc = _check(path)
     assert proc.returncode == 1 and "names unknown queue(s) jbos" in proc.stderr, proc.stderr
@@ -184,6 +187,7 @@ def test_an_autopilot_policy_that_can_never_fire_or_act_is_told_by_config_check(
     message = _refusal(tmp_path, f"{TARGET}{mail}[[autopilot]]\nqueue = \"mail\"\naction = \"rebuild\"\n"
                                  "when = \"fragmentaton_pct > 30\"\nmode = \"act\"\n")
     assert "autopilot[0].when = 'fragmentaton_pct > 30': unknown metric 'fragmentaton_pct'" in message, message
+    assert catalog.accepted_names() in message
     # an action the queue refuses, and a metric its mapping never has: warnings; a policy that is off: none
     path = tmp_path / "autopilot.toml"
     path.write_text(f"{TARGET}{LEASE_QUEUE}\n{mail}"

@@ -130,9 +130,8 @@ def effective_rules(cfg: Config) -> list[Rule]:
                if catalog.get(r.metric) is None and r.metric not in causes.METRICS]
     if unknown:
         raise RuleError("; ".join(f"alerts.rules[{i}].metric = {m!r}" for i, m in unknown)
-                        + ": unknown metric: a rule on a metric no collector writes never fires (any metric of "
-                        f"sql/metrics.toml, a counter's <name>_per_s rate, or a root cause's age: "
-                        f"{', '.join(causes.METRICS)})")
+                        + ": unknown metric: a rule on a metric no collector writes never fires ("
+                        + catalog.accepted_names("a root cause's age: " + ", ".join(causes.METRICS)) + ")")
     known_queues = {q.name for q in cfg.queues}
     for r in explicit:
         unknown = sorted(r.queues - known_queues)
