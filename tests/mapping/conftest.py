@@ -77,3 +77,14 @@ def write_cfg(tmp_path: Path) -> Callable[[str], config_mod.Config]:
         path.write_text(body)
         return config_mod.load(path)
     return write
+
+
+def oldest_age(cfg: config_mod.Config, queue: str) -> tuple[float, str]:
+    """``queue``'s oldest_age_s (value, note) from one run of its collector, which must succeed."""
+    from collectors import registry, runner
+
+    result = runner.run_once(cfg, [registry.by_name("oldest_age_s")])
+    assert all(st.ok for st in result.status), [st.error for st in result.status]
+    (row,) = [r for r in result.rows if r.queue == queue and r.metric == "oldest_age_s"]
+    assert row.value is not None
+    return row.value, row.note

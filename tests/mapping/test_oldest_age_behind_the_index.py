@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors import registry, runner
-from queueops import config as config_mod
+from collectors import runner
 from tests.conftest import Lab
-from tests.mapping.conftest import target_section
+from tests.mapping.conftest import oldest_age, target_section
 from tests.mapping.test_readiness import _setup, _sql
 
 TASKS = """
@@ -38,14 +37,6 @@ QUEUE = ('[[queues]]\nname = "tasks"\ntarget = "lab"\nkind = "status"\nschema = 
          'processing_values = ["running"]\ndone_values = ["done"]\n')
 
 
-def _age(cfg: config_mod.Config) -> tuple[float, str]:
-    result = runner.run_once(cfg, [registry.by_name("oldest_age_s")])
-    assert all(st.ok for st in result.status), [st.error for st in result.status]
-    (row,) = [r for r in result.rows if r.queue == "tasks" and r.metric == "oldest_age_s"]
-    assert row.value is not None
-    return row.value, row.note
-
-
 def test_an_older_item_of_another_prefix_is_read_or_the_age_says_at_least(lab: Lab, schema: str, write_cfg,  # noqa: ANN001
                                                                            tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,12 +46,12 @@ def test_an_older_item_of_another_prefix_is_read_or_the_age_says_at_least(lab: L
                               "WHERE status = 'ready'")[0][0]
     assert 1190 < truth < 1260
     # tenant is nullable: the cap read of tenant 'a' stops at the cap and says so
-    value, note = _age(cfg)
+    value, note = oldest_age(cfg, "tasks")
     assert 55 < value < 120 and note.startswith("at least"), (value, note)
     # NOT NULL: the skip read takes the first item of tenants 'a' and 'b': the 20 min one, exact
     _sql(lab, schema, "ALTER TABLE @S.tasks ALTER COLUMN tenant SET NOT NULL")
     # The service reads the change without a restart once its catalog types are TYPES_TTL_S old.
-    assert _age(cfg)[1].startswith("at least")  # still the types read before the change
+    assert oldest_age(cfg, "tasks")[1].startswith("at least")  # still the types read before the change
     monkeypatch.setattr(runner, "TYPES_TTL_S", 0.0)
-    value, note = _age(cfg)
+    value, note = oldest_age(cfg, "tasks")
     assert abs(value - truth) < 30 and not note, (value, note)

@@ -14,11 +14,10 @@ from collections.abc import Callable
 import pytest
 from psycopg import rows as pg_rows
 
-from collectors import registry, runner
 from queueops import config as config_mod
 from queueops import items, sqlfiles
 from tests.conftest import Lab
-from tests.mapping.conftest import target_section
+from tests.mapping.conftest import oldest_age, target_section
 from tests.mapping.test_readiness import _setup, _sql
 
 # River's and Oban's fetch index: (state, queue, priority, scheduled_at, id), NOT NULL prefix;
@@ -63,14 +62,6 @@ RUNNABLE_QUEUE = ('[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "status"\ns
                   'attempts_column = "retry_count"\nrunnable_at = "start_after"\n')
 
 
-def _age(cfg: config_mod.Config) -> tuple[float, str]:
-    result = runner.run_once(cfg, [registry.by_name("oldest_age_s")])
-    assert all(st.ok for st in result.status), [st.error for st in result.status]
-    (row,) = [r for r in result.rows if r.queue == "jobs" and r.metric == "oldest_age_s"]
-    assert row.value is not None
-    return row.value, row.note
-
-
 def _runner(lab: Lab) -> Callable[[sqlfiles.Statement], list[dict[str, object]]]:
     def run(stmt: sqlfiles.Statement) -> list[dict[str, object]]:
         with lab.connect(row_factory=pg_rows.dict_row) as conn:
@@ -94,7 +85,7 @@ def test_river_and_oban_shape_lists_the_older_job_of_another_queue_first(lab: La
     _setup(lab, schema, SKIP)
     more = 'attempts_column = "attempt"\nmax_attempts = "max_attempts"\n' if follow else ""
     cfg = write_cfg(target_section(lab) + SKIP_QUEUE.format(schema=schema, more=more))
-    value, note = _age(cfg)
+    value, note = oldest_age(cfg, "jobs")
     block, rows = _waiting(lab, cfg)
     print(f"\nWAITING follow={follow}: block {block}, {len(rows)} rows, first {rows[0]['age_s']} s; age {value} s ({note})")
     assert block == "waiting_reads"
@@ -112,7 +103,7 @@ def test_pgboss_shape_lists_no_job_sent_for_later_and_ages_a_retry_from_its_star
     cfg = write_cfg(target_section(lab) + RUNNABLE_QUEUE.format(schema=schema))
     truth = _sql(lab, schema, "SELECT extract(epoch FROM now() - min(greatest(created_on, start_after)))::float8 "
                               "FROM @S.job WHERE state IN ('created', 'retry') AND start_after <= now()")[0][0]
-    value, _ = _age(cfg)
+    value, _ = oldest_age(cfg, "jobs")
     block, rows = _waiting(lab, cfg)
     print(f"\nWAITING pg-boss shape: block {block}, {len(rows)} rows, first {rows[0]['age_s']} s; age {value} s")
     assert block == "waiting_reads"
@@ -128,6 +119,6 @@ def test_a_plain_status_queue_keeps_its_key_order_list(lab: Lab, schema: str, wr
     _setup(lab, schema, SKIP.replace("CREATE INDEX jobs_fetch ON {s}.jobs (state, queue, priority, scheduled_at, id);",
                                      "CREATE INDEX jobs_fetch ON {s}.jobs (state, id);"))
     cfg = write_cfg(target_section(lab) + SKIP_QUEUE.format(schema=schema, more=""))
-    value, _ = _age(cfg)
+    value, _ = oldest_age(cfg, "jobs")
     block, rows = _waiting(lab, cfg)
     assert block == "waiting_status" and abs(rows[0]["age_s"] - value) < 2 and abs(value - 60) < 30, rows[:1]
