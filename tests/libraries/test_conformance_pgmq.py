@@ -101,16 +101,7 @@ def shaped(libserver: LibServer) -> Iterator[tuple[LibServer, SyncPGMQueue]]:
             with db.connect() as conn:
                 conn.execute(SHAPE, {"n": common.ROWS})
                 conn.execute(ARCHIVED)
-            # consumers read 2 x 500 (vt 30 s): the poison batch first, then the shared-vt batch; they
-            # delete 300 and archive 300; one gives 50 back at once (set_vt 0); a producer sends 1,000.
-            read = [m.msg_id for _ in range(2) for m in client.read(QUEUE, vt=30, qty=500)]
-            assert len(read) == 1000 and read[:20] == list(range(1, 21))
-            # the poison messages stay: read again and again, never deleted
-            assert len(client.delete_batch(QUEUE, read[20:320])) == 300
-            assert len(client.archive_batch(QUEUE, read[320:620])) == 300
-            for msg in read[620:670]:
-                assert client.set_vt(QUEUE, msg, 0) is not None
-            assert len(client.send_batch(QUEUE, [{"order": "new"}] * 1000)) == 1000
+            assert _moves(client, QUEUE)[:20] == list(range(1, 21))  # the poison batch read first
             with db.connect() as conn:
                 common.analyze(conn, "pgmq.q_orders")
             print(f"\nBUILD pgmq {VERSION}: {client.metrics(QUEUE).queue_length} messages in "
@@ -118,6 +109,21 @@ def shaped(libserver: LibServer) -> Iterator[tuple[LibServer, SyncPGMQueue]]:
             yield db, client
         finally:
             client.close()
+
+
+def _moves(client: SyncPGMQueue, queue: str) -> list[int]:
+    """PGMQ's own calls on the built table: consumers read 2 x 500 (vt 30 s), the poison batch first,
+    then the shared-vt batch; they delete 300 and archive 300 (the poison messages stay: read again
+    and again, never deleted); one gives 50 back at once (set_vt 0); a producer sends 1,000.
+    Returns the ids read."""
+    read = [m.msg_id for _ in range(2) for m in client.read(queue, vt=30, qty=500)]
+    assert len(read) == 1000
+    assert len(client.delete_batch(queue, read[20:320])) == 300
+    assert len(client.archive_batch(queue, read[320:620])) == 300
+    for msg in read[620:670]:
+        assert client.set_vt(queue, msg, 0) is not None
+    assert len(client.send_batch(queue, [{"order": "new"}] * 1000)) == 1000
+    return read
 
 
 def _cfg(db: LibServer, zone: str) -> config.Config:
@@ -188,6 +194,76 @@ def test_requeue_is_refused_and_pgmqs_read_takes_a_message_again_after_its_vt(
     assert not first & {m.msg_id for m in client.read(QUEUE, vt=30, qty=1000)}
     time.sleep(1.2)
     assert first <= {m.msg_id for m in client.read(QUEUE, vt=30, qty=40)}
+
+
+# -- a partitioned queue (pg_partman) ---------------------------------------------------------------
+PARTITIONED = "events"
+PARTITION_ROWS = 50_000  # pgmq.create_partitioned's partition_interval: five partitions of msg_id
+
+
+@pytest.fixture(scope="module")
+def partitioned(libserver: LibServer) -> Iterator[tuple[LibServer, SyncPGMQueue]]:
+    """A queue made by ``pgmq.create_partitioned`` (the client's ``create_partitioned_queue``) on
+    pg_partman 4 (Debian's postgresql-N-partman, scripts/setup-system.sh): pgmq.q_events partitioned
+    by msg_id, 50,000 ids a partition, pg_partman's premake of 4 covering the shape; the same
+    200,000 messages and the same moves as the plain queue's."""
+    with own_database(libserver, "conformance_pgmq_partitioned") as db:
+        with db.connect() as conn:
+            conn.execute("CREATE SCHEMA partman")
+            conn.execute("CREATE EXTENSION pg_partman SCHEMA partman")
+        _install(db)
+        client = _client(db)
+        try:
+            client.create_partitioned_queue(PARTITIONED, partition_interval=PARTITION_ROWS,
+                                            retention_interval=10 * PARTITION_ROWS)
+            with db.connect() as conn:
+                conn.execute(SHAPE.replace("q_orders", f"q_{PARTITIONED}"), {"n": common.ROWS})
+            _moves(client, PARTITIONED)
+            with db.connect() as conn:
+                common.analyze(conn, f"pgmq.q_{PARTITIONED}")
+                parts = conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass(%s)",
+                                     (f"pgmq.q_{PARTITIONED}",)).fetchone()[0]
+            print(f"\nBUILD pgmq {VERSION} partitioned: {client.metrics(PARTITIONED).queue_length} messages in "
+                  f"{parts} partitions")
+            assert parts >= 5
+            yield db, client
+        finally:
+            client.close()
+
+
+def _partitioned_cfg(db: LibServer, zone: str) -> config.Config:
+    return common.make_config(db.url, Path(db.info.password_file), zone,
+                              [{"name": PARTITIONED, "preset": "pgmq", "table": f"q_{PARTITIONED}"}])
+
+
+def test_a_partitioned_queues_figures_are_pgmqs_own_metrics_in_every_zone(
+        partitioned: tuple[LibServer, SyncPGMQueue]) -> None:
+    db, client = partitioned
+    _, truth = common.in_every_zone("pgmq_partitioned", UPSTREAM + "; pgmq.create_partitioned on pg_partman 4",
+                                    db.url, db.password, PARTITIONED, lambda zone: _partitioned_cfg(db, zone),
+                                    lambda: _truth(client, PARTITIONED))
+    assert truth["depth"] > common.CAP and truth["rows_total"] == common.ROWS - 600 + 1000  # type: ignore[operator]
+
+
+def test_a_partitioned_queues_reads_and_the_live_check_agree(partitioned: tuple[LibServer, SyncPGMQueue]) -> None:
+    """PGMQ indexes a partitioned queue on its partition column only (msg_id): no vt index, which
+    its plain queue has. Each read is measured, and ``config check --live``'s seek-or-scan verdict
+    on it is what the read measured, with an index it can create on a partitioned table."""
+    db, _ = partitioned
+    cfg = _partitioned_cfg(db, "UTC")
+    with db.connect() as conn:
+        reads = {r.collector: r for r in common.measured_reads(cfg, PARTITIONED, conn)}
+    report = livecheck.report_live(cfg)
+    print("\nPGMQ partitioned reads: " + "; ".join(f"{r.collector} {r.buffers} buffers of {r.relpages} pages"
+                                                  for r in reads.values()))
+    print("LIVE pgmq partitioned:\n" + "\n".join(f.line("") for f in report.findings))
+    scans = {f.field: f for f in report.findings if "scans instead of seeking" in f.reason}
+    assert set(reads) == {"depth", "oldest_age_s"}
+    for r in reads.values():
+        assert (r.buffers <= common.BUFFER_BOUND) == (r.collector not in scans), (r, list(scans))
+    assert not [f for f in report.findings if f.severity == "error"], report.findings
+    for f in scans.values():  # the index proposed can be made on the partitioned parent
+        assert '"pgmq"."q_events"' in f.fix and "a partitioned table" in f.fix, f.fix
 
 
 # -- a real consumer killed mid-message ------------------------------------------------------------
