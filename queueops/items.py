@@ -112,10 +112,21 @@ def waiting_block(queue: Queue, frags: dict[str, str], dialect: str = "postgresq
     age's own time) first."""
     if queue.kind == "ring":
         raise NotApplicable("a ring's slots are read by sequence, not listed (ring_occupancy shows them)")
+    blocks = sqlfiles.load(dialect, "items")
     if queue.kind == "lease":
         if not queue.enqueued_at:
             raise NotApplicable("the oldest waiting items need enqueued_at in the queue's config")
-        return "waiting_lease_follow" if "free" in frags and "exhausted" in frags else "waiting_lease"
+        if "free" not in frags or "exhausted" not in frags:
+            return "waiting_lease"
+        if queue.runnable_at and "runnable" in frags and blocks.has_block("waiting_lease_follow_runnable"):
+            return "waiting_lease_follow_runnable"
+        return "waiting_lease_follow"
+    if queue.kind == "due" and queue.age_from == "enqueued" and "enqueued_at" in frags \
+            and blocks.has_block("waiting_due_enqueued"):
+        return "waiting_due_enqueued"
+    if queue.kind == "due" and queue.follows_readiness and "exhausted" in frags \
+            and blocks.has_block("waiting_due_follow"):
+        return "waiting_due_follow"
     if queue.kind == "status" and dialect == "postgresql":
         if "waiting_reads" in frags:
             return "waiting_reads"

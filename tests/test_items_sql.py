@@ -136,3 +136,31 @@ def test_the_waiting_list_of_a_library_reads_as_its_age_does(preset: str) -> Non
         typed = items.read_of(q, "postgresql", "waiting", types={(table, q.status_column): fetch})
         assert typed.block == "waiting_reads" and "WITH RECURSIVE k" in typed.statement.sql
         assert f"LIMIT {items.LIMIT}) AS " in typed.statement.sql  # at most the list's length per prefix
+
+
+@pytest.mark.parametrize(("dialect", "queue", "block"), [
+    ("postgresql", {"preset": "pgmq", "table": "q_orders"}, "waiting_due_enqueued"),
+    ("postgresql", {"preset": "que"}, "waiting_due"),
+    ("mssql", {"preset": "masstransit", "partition": {"column": "QueueId", "value": 7}}, "waiting_due_follow"),
+    ("mssql", {"preset": "rebus", "table": "Orders"}, "waiting_due"),
+    ("postgresql", {**QUEUES[0], "runnable_at": "run_at"}, "waiting_lease_follow_runnable"),
+    ("mssql", {**QUEUES[0], "runnable_at": "run_at"}, "waiting_lease_follow"),
+])
+def test_a_due_or_lease_queues_waiting_list_is_read_as_its_age(dialect: str, queue: dict[str, object],
+                                                               block: str) -> None:
+    """The list's block follows the age's: PGMQ's from the enqueue order (its age is the oldest
+    message, read or not), MassTransit's below MaxDeliveryCount (T-SQL, parsed), a lease queue with
+    runnable_at from the runnable time (SQL Server: the enqueue-order read, which has no runnable
+    form there); every value bound."""
+    url = "postgresql://u@h:5432/d" if dialect == "postgresql" else "mssql+pyodbc://u@h:1433/d?driver=FreeTDS"
+    q = config_mod.parse({"targets": [{"name": "t", "dialect": dialect, "url": url}],
+                          "queues": [{**queue, "name": "q", "target": "t"}]}).queue("q")
+    read = items.read_of(q, dialect, "waiting")
+    sql = read.statement.sql
+    assert read.block == block
+    marker = "%s" if dialect == "postgresql" else "?"
+    assert sql.count(marker) == len(read.statement.params)
+    if dialect == "mssql":
+        assert sqlglot.parse(sql.replace("?", "1"), read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
+    if block in ("waiting_due_follow", "waiting_lease_follow_runnable"):
+        assert "NOT " in sql and mapping.compile_queue(q, dialect).fragments["exhausted"] in sql

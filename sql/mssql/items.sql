@@ -60,6 +60,15 @@ SELECT TOP (:limit_n) {key} AS item, {due} AS since,
        CAST(NULL AS int) AS attempts, CAST(NULL AS nvarchar(500)) AS last_error, CAST(NULL AS nvarchar(450)) AS owner
 FROM {table} WHERE {due} <= SYSUTCDATETIME(){open_and}
 ORDER BY {due}
+-- @block waiting_due_follow
+-- A due queue with max_attempts (MassTransit's MaxDeliveryCount), as oldest_age_s.sql (block
+-- due_follow) reads its age: the most overdue items below the limit; a message at its limit is
+-- never delivered again, so it is not waiting.
+SELECT TOP (:limit_n) {key} AS item, {due} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {due}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       {attempts_sel} AS attempts, CAST(NULL AS nvarchar(500)) AS last_error, CAST(NULL AS nvarchar(450)) AS owner
+FROM {table} WHERE {due} <= SYSUTCDATETIME() AND NOT {exhausted}{open_and}
+ORDER BY {due}
 -- @block by_key
 SELECT TOP (:limit_n) {key} AS item, {enq_sel} AS enqueued_at, {held_sel} AS since,
        CAST(DATEDIFF_BIG(MILLISECOND, {held_sel}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,

@@ -59,6 +59,21 @@ FROM (SELECT {key} AS item, {enqueued_at} AS since, {attempts_sel} AS attempts,
       FROM {table} WHERE {free}{open_and} ORDER BY {enqueued_at}, {key} LIMIT :cap) AS l
 WHERE NOT l.exhausted
 ORDER BY l.since, l.item LIMIT :limit_n
+-- @block waiting_lease_follow_runnable
+-- A lease queue with runnable_at, as oldest_age_s.sql (block lease_follow_runnable) reads its age:
+-- the free items below max_attempts whose runnable time has passed (at most :cap, in runnable_at
+-- order), aged from greatest(enqueued_at, runnable_at), and those without one (at most :cap, in
+-- enqueue order); a scheduled item is never listed.
+SELECT l.item, l.since, round(extract(epoch FROM {clock} - l.since)::numeric, 1)::float8 AS age_s,
+       l.attempts, l.last_error, CAST(NULL AS text) AS owner
+FROM ((SELECT {key} AS item, greatest({enqueued_at}, {runnable}) AS since, {attempts_sel} AS attempts,
+              left(CAST({error_sel} AS text), 500) AS last_error, {exhausted} AS exhausted
+       FROM {table} WHERE {free} AND {runnable} <= {clock}{open_and} ORDER BY {runnable} LIMIT :cap)
+      UNION ALL
+      (SELECT {key}, {enqueued_at}, {attempts_sel}, left(CAST({error_sel} AS text), 500), {exhausted}
+       FROM {table} WHERE {free} AND {runnable} IS NULL{open_and} ORDER BY {enqueued_at}, {key} LIMIT :cap)) AS l
+WHERE NOT l.exhausted
+ORDER BY l.since, l.item LIMIT :limit_n
 -- @block waiting_status
 -- The oldest ready items in (status, key) order, as oldest_age_s.sql (block status) reads the first.
 SELECT {key} AS item, {enq_sel} AS since,
@@ -111,6 +126,23 @@ SELECT {key} AS item, {due} AS since,
        CAST(NULL AS int) AS attempts, CAST(NULL AS text) AS last_error, CAST(NULL AS text) AS owner
 FROM {table} WHERE {due} <= {clock}{open_and}{unlocked_and}
 ORDER BY {due} LIMIT :limit_n
+-- @block waiting_due_follow
+-- A due queue with max_attempts, as oldest_age_s.sql (block due_follow) reads its age: the most
+-- overdue items below the limit (an item at its limit is never taken again: not waiting).
+SELECT {key} AS item, {due} AS since,
+       round(extract(epoch FROM {clock} - {due})::numeric, 1)::float8 AS age_s,
+       {attempts_sel} AS attempts, CAST(NULL AS text) AS last_error, CAST(NULL AS text) AS owner
+FROM {table} WHERE {due} <= {clock} AND NOT {exhausted}{open_and}{unlocked_and}
+ORDER BY {due} LIMIT :limit_n
+-- @block waiting_due_enqueued
+-- age_from = "enqueued" (PGMQ), as oldest_age_s.sql (block due_enqueued) reads its age: the oldest
+-- items in the table by enqueue order (the lowest keys), visible or not: a message its consumers
+-- keep failing on is the oldest, whatever its vt says.
+SELECT {key} AS item, {enqueued_at} AS since,
+       round(extract(epoch FROM {clock} - {enqueued_at})::numeric, 1)::float8 AS age_s,
+       {attempts_sel} AS attempts, CAST(NULL AS text) AS last_error, CAST(NULL AS text) AS owner
+FROM {table}{open_where}
+ORDER BY {key} LIMIT :limit_n
 -- @block by_key
 -- One item by its key, exact match on the bound value (the key's index; a key that is not unique:
 -- at most :limit_n rows). {held_sel}: the lease, status change or due time; {state_sel}: the

@@ -150,6 +150,17 @@ def test_figures_are_pgmqs_own_metrics_in_every_zone(shaped: tuple[LibServer, Sy
     assert truth["oldest_age_s"] is not None and truth["oldest_age_s"] > 5 * 3600 - 60
 
 
+def test_the_oldest_waiting_list_begins_with_pgmqs_oldest_message(
+        shaped: tuple[LibServer, SyncPGMQueue], partitioned: tuple[LibServer, SyncPGMQueue]) -> None:
+    """The drill-down's oldest-waiting list begins with ``pgmq.metrics()``' oldest message (the
+    poison batch, 5 h, visible again since 20 s: the list by lateness began with a 2-hour-old
+    message), plain and partitioned, in every zone."""
+    for (db, client), queue, cfg in ((shaped, QUEUE, _cfg), (partitioned, PARTITIONED, _partitioned_cfg)):
+        rows = common.assert_waiting_list_is_the_age(lambda zone, db=db, cfg=cfg: cfg(db, zone), queue,
+                                                     _truth(client, queue)["oldest_age_s"])
+        assert [r["item"] for r in rows[:20]] == list(range(1, 21)), rows[:3]
+
+
 def test_reads_are_bounded_by_the_cap_and_the_live_check_says_seek(shaped: tuple[LibServer, SyncPGMQueue]) -> None:
     """Item 5: depth reads PGMQ's vt index up to the cap; oldest_age_s one entry of the key."""
     db, _ = shaped

@@ -122,3 +122,57 @@ def test_a_plain_status_queue_keeps_its_key_order_list(lab: Lab, schema: str, wr
     value, _ = oldest_age(cfg, "jobs")
     block, rows = _waiting(lab, cfg)
     assert block == "waiting_status" and abs(rows[0]["age_s"] - value) < 2 and abs(value - 60) < 30, rows[:1]
+
+
+# A hand-rolled lease queue with runnable_at and max_attempts: 40 free items runnable for 1 to 40
+# minutes, one free item scheduled for tomorrow but enqueued 6 hours ago, one at its attempt limit
+# enqueued 5 hours ago, one leased (taken) 3 hours old.
+LEASE = """
+CREATE TABLE {s}.jobs (
+    id bigserial PRIMARY KEY, enqueued_at timestamptz NOT NULL, run_at timestamptz,
+    leased_until timestamptz, attempts int NOT NULL DEFAULT 0
+);
+INSERT INTO {s}.jobs (enqueued_at, run_at) SELECT now() - g * interval '1 min', now() - g * interval '1 min'
+FROM generate_series(1, 40) AS g;
+INSERT INTO {s}.jobs (enqueued_at, run_at) VALUES (now() - interval '6 hours', now() + interval '1 day');
+INSERT INTO {s}.jobs (enqueued_at, run_at, attempts) VALUES (now() - interval '5 hours', now() - interval '5 hours', 5);
+INSERT INTO {s}.jobs (enqueued_at, run_at, leased_until) VALUES (now() - interval '3 hours', NULL, now() + interval '1 hour');
+ANALYZE {s}.jobs;
+"""
+LEASE_QUEUE = ('[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "lease"\nschema = "{schema}"\ntable = "jobs"\n'
+               'key = "id"\nenqueued_at = "enqueued_at"\nlease_column = "leased_until"\nattempts_column = "attempts"\n'
+               'max_attempts = 5\nrunnable_at = "run_at"\n')
+
+# A due queue with max_attempts (MassTransit's shape, on PostgreSQL): 30 due items 1 to 30 minutes
+# late, one at its delivery limit 4 hours late.
+DUE = """
+CREATE TABLE {s}.jobs (
+    id bigserial PRIMARY KEY, due_at timestamptz NOT NULL, deliveries int NOT NULL DEFAULT 0,
+    max_deliveries int NOT NULL DEFAULT 3
+);
+CREATE INDEX jobs_due ON {s}.jobs (due_at);
+INSERT INTO {s}.jobs (due_at) SELECT now() - g * interval '1 min' FROM generate_series(1, 30) AS g;
+INSERT INTO {s}.jobs (due_at, deliveries) VALUES (now() - interval '4 hours', 3);
+ANALYZE {s}.jobs;
+"""
+DUE_QUEUE = ('[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "due"\nschema = "{schema}"\ntable = "jobs"\n'
+             'key = "id"\ndue_column = "due_at"\nattempts_column = "deliveries"\nmax_attempts = "max_deliveries"\n')
+
+
+@pytest.mark.parametrize(("ddl", "queue", "block", "oldest_s", "listed"), [
+    (LEASE, LEASE_QUEUE, "waiting_lease_follow_runnable", 40 * 60, 40),
+    (DUE, DUE_QUEUE, "waiting_due_follow", 30 * 60, 30)])
+def test_a_lease_or_due_queue_lists_no_item_its_age_leaves_out(lab: Lab, schema: str, write_cfg, ddl: str,  # noqa: ANN001
+                                                              queue: str, block: str, oldest_s: int,
+                                                              listed: int) -> None:
+    """The age leaves out an item scheduled for later, one at its attempt limit and a leased one:
+    so does the list (before, the lease queue's list began with the 6-hour scheduled item and the
+    due queue's with the 4-hour one at its delivery limit)."""
+    _setup(lab, schema, ddl)
+    cfg = write_cfg(target_section(lab) + queue.format(schema=schema))
+    value, _ = oldest_age(cfg, "jobs")
+    got, rows = _waiting(lab, cfg)
+    print(f"\nWAITING {block}: {len(rows)} rows, first {rows[0]['age_s']} s; age {value} s")
+    assert got == block
+    assert abs(value - oldest_s) < 30 and abs(rows[0]["age_s"] - value) < 2, (value, rows[:2])
+    assert len(rows) == listed and all(r["age_s"] < oldest_s + 30 for r in rows)
