@@ -96,40 +96,9 @@ def target_lists(queues: Sequence[mapping.CompiledQueue]) -> dict[str, list[str]
 
 
 def _render_queue(sqlf: sqlfiles.SqlFile, c: mapping.CompiledQueue) -> sqlfiles.Statement | None:
-    """The block for this queue: its kind's, else ``<kind>_basic``, else ``any``; None if none applies.
-
-    A queue whose ``order`` is ``heap`` (the key says nothing about age) first tries ``<kind>_heap``;
-    one whose times live in a side table (``times_from``) tries ``<kind>_side``.
-    """
-    queue = c.queue
-    heap = (f"{queue.kind}_heap",) if queue.order == "heap" else ()
-    # Times read from a side table (times_from): a block that orders by key rather than by time.
-    side = (f"{queue.kind}_side",) if queue.times_from is not None and not queue.enqueued_at else ()
-    # An error column kept on a failed row (lease kind): a block that counts it apart, where the
-    # dialect has one (SQL Server's depth lease_error; PostgreSQL's lease block estimates it).
-    error = (f"{queue.kind}_error",) if queue.error_column else ()
-    # age_from = "enqueued" (a due queue, PGMQ): oldest_age_s from the enqueue time, not the lateness.
-    enqueued = (f"{queue.kind}_enqueued",) if queue.age_from == "enqueued" else ()
-    # A skip read of the fetch index (oldest_age_s, coltypes.age_skip_reads), where the index allows one.
-    skip = f"{queue.kind}_skip"
-    chain: tuple[str, ...] = (*enqueued, *heap, *side, *error, skip, queue.kind, f"{queue.kind}_basic", "any")
-    if queue.follows_readiness and sqlf.has_block(f"{queue.kind}_follow"):
-        # A mapping with readiness fields (runnable_at, max_attempts, lease_ready, ready_flag, ...)
-        # is read by the blocks that follow them, and only by those: when none renders (a column
-        # whose type cannot work dropped {free}), the metric is not collected rather than counted
-        # as if those fields were not there.
-        past = f"{queue.kind}_follow_past"
-        runnable = (f"{queue.kind}_follow_runnable",) if queue.runnable_at else ()
-        chain = ((past,) if queue.lease_ready == "past" and sqlf.has_block(past)
-                 else (*runnable, f"{queue.kind}_follow_skip", f"{queue.kind}_follow"))
-    for block in chain:
-        if not sqlf.has_block(block):
-            continue
-        try:
-            return sqlf.render(block, c.fragments, c.values)
-        except sqlfiles.MissingFragment:
-            continue  # the queue does not declare what this block needs: try the next one
-    return None
+    """The statement of this queue's block (:func:`queueops.mapping.render_first`); None if none applies."""
+    first = mapping.render_first(sqlf, c)
+    return None if first is None else first[1]
 
 
 def has_pvs(server: dict[str, Any] | None) -> bool:

@@ -107,33 +107,42 @@ def stuck_block(queue: Queue, frags: dict[str, str]) -> str:
     return "stuck_lease" if queue.kind == "lease" else "stuck_status"
 
 
-def waiting_block(queue: Queue, frags: dict[str, str], dialect: str = "postgresql") -> str:
-    """The oldest-waiting list's block: the items oldest_age_s's age is read from, oldest (by the
-    age's own time) first."""
+# The oldest-waiting list's block for each block oldest_age_s reads the age by (the lists of
+# sql/<dialect>/items.sql): the list is the age's read, oldest first, so its first row is the figure.
+LIST_OF_AGE = {
+    "status": "waiting_status", "status_heap": "waiting_status_heap", "status_follow": "waiting_status_follow",
+    "status_skip": "waiting_reads", "status_follow_skip": "waiting_reads", "status_follow_runnable": "waiting_reads",
+    "lease": "waiting_lease", "lease_side": "waiting_lease", "lease_follow": "waiting_lease_follow",
+    "lease_follow_runnable": "waiting_lease_follow_runnable",
+    "due": "waiting_due", "due_follow": "waiting_due_follow", "due_enqueued": "waiting_due_enqueued",
+    "delete": "waiting_delete", "delete_heap": "waiting_delete",
+}
+
+
+def age_block(queue: Queue, dialect: str, compiled: mapping.CompiledQueue | None = None) -> str | None:
+    """The block of ``sql/<dialect>/oldest_age_s.sql`` the collector reads this queue's age by
+    (:func:`queueops.mapping.render_first`, as the runner chooses it); None when none applies."""
+    first = mapping.render_first(sqlfiles.load(dialect, "oldest_age_s"),
+                                 compiled or mapping.compile_queue(queue, dialect))
+    return None if first is None else first[0]
+
+
+def waiting_block(queue: Queue, frags: dict[str, str], dialect: str = "postgresql",
+                  compiled: mapping.CompiledQueue | None = None) -> str:
+    """The oldest-waiting list's block: the list of the block the age is read by
+    (:data:`LIST_OF_AGE`), where this dialect has it and the queue's fragments serve it; else the
+    kind's own list."""
     if queue.kind == "ring":
         raise NotApplicable("a ring's slots are read by sequence, not listed (ring_occupancy shows them)")
+    if queue.kind == "lease" and not queue.enqueued_at:
+        raise NotApplicable("the oldest waiting items need enqueued_at in the queue's config")
+    age = age_block(queue, dialect, compiled) or ""
     blocks = sqlfiles.load(dialect, "items")
-    if queue.kind == "lease":
-        if not queue.enqueued_at:
-            raise NotApplicable("the oldest waiting items need enqueued_at in the queue's config")
-        if "free" not in frags or "exhausted" not in frags:
-            return "waiting_lease"
-        if queue.runnable_at and "runnable" in frags and blocks.has_block("waiting_lease_follow_runnable"):
-            return "waiting_lease_follow_runnable"
-        return "waiting_lease_follow"
-    if queue.kind == "due" and queue.age_from == "enqueued" and "enqueued_at" in frags \
-            and blocks.has_block("waiting_due_enqueued"):
-        return "waiting_due_enqueued"
-    if queue.kind == "due" and queue.follows_readiness and "exhausted" in frags \
-            and blocks.has_block("waiting_due_follow"):
-        return "waiting_due_follow"
-    if queue.kind == "status" and dialect == "postgresql":
-        if "waiting_reads" in frags:
-            return "waiting_reads"
-        if queue.follows_readiness and "exhausted" in frags:
-            return "waiting_status_follow"
-        if queue.order == "heap" and "enqueued_at" in frags:
-            return "waiting_status_heap"
+    for listed in (LIST_OF_AGE.get(age), f"waiting_{age}"):
+        # waiting_reads: PostgreSQL's reads generated from the catalog (items._waiting_reads); SQL
+        # Server has a block of the age's own name instead.
+        if listed and blocks.has_block(listed) and (listed != "waiting_reads" or "waiting_reads" in frags):
+            return listed
     return f"waiting_{queue.kind}"
 
 
@@ -153,7 +162,7 @@ def read_of(queue: Queue, dialect: str, which: str, *, limit: int = LIMIT, key: 
     if which == "stuck":
         block = stuck_block(queue, frags)
     elif which == "waiting":
-        block = waiting_block(queue, frags, dialect)
+        block = waiting_block(queue, frags, dialect, c)
     elif which == "key":
         if queue.kind == "ring":
             raise NotApplicable("a ring's slots are not items with keys")

@@ -16,12 +16,12 @@ values bind as configured and the status constants are typed as the configured v
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from queueops import coltypes
+from queueops import coltypes, sqlfiles
 from queueops.config import Queue
 from queueops.fragments import fragments_for, schema_of, side_time_fragments
 from queueops.identifiers import quote_table
@@ -123,6 +123,51 @@ def compile_queue(queue: Queue, dialect: str, types: Types | None = None, limits
                          MappingProxyType(_fragments(queue, dialect, names, status, problems, limits)),
                          MappingProxyType(_values(queue, dialect, names, status, limits)),
                          tuple(coltypes.oldest_reads_partial(queue, status)) if dialect == "postgresql" else ())
+
+
+def block_chain(queue: Queue, has_block: Callable[[str], bool]) -> tuple[str, ...]:
+    """The blocks a per-queue collector file is tried in for ``queue`` (``has_block``: whether the
+    file has one), the first that renders with its fragments answering: its kind's, else
+    ``<kind>_basic``, else ``any``. The collectors read by it, and the items drill-down reads the
+    block oldest_age_s reads by, so the oldest-waiting list is read as the age is.
+
+    A queue whose ``order`` is ``heap`` (the key says nothing about age) first tries ``<kind>_heap``;
+    one whose times live in a side table (``times_from``) tries ``<kind>_side``.
+    """
+    heap = (f"{queue.kind}_heap",) if queue.order == "heap" else ()
+    # Times read from a side table (times_from): a block that orders by key rather than by time.
+    side = (f"{queue.kind}_side",) if queue.times_from is not None and not queue.enqueued_at else ()
+    # An error column kept on a failed row (lease kind): a block that counts it apart, where the
+    # dialect has one (SQL Server's depth lease_error; PostgreSQL's lease block estimates it).
+    error = (f"{queue.kind}_error",) if queue.error_column else ()
+    # age_from = "enqueued" (a due queue, PGMQ): oldest_age_s from the enqueue time, not the lateness.
+    enqueued = (f"{queue.kind}_enqueued",) if queue.age_from == "enqueued" else ()
+    # A skip read of the fetch index (oldest_age_s, coltypes.age_skip_reads), where the index allows one.
+    skip = f"{queue.kind}_skip"
+    chain: tuple[str, ...] = (*enqueued, *heap, *side, *error, skip, queue.kind, f"{queue.kind}_basic", "any")
+    if queue.follows_readiness and has_block(f"{queue.kind}_follow"):
+        # A mapping with readiness fields (runnable_at, max_attempts, lease_ready, ready_flag, ...)
+        # is read by the blocks that follow them, and only by those: when none renders (a column
+        # whose type cannot work dropped {free}), the metric is not collected rather than counted
+        # as if those fields were not there.
+        past = f"{queue.kind}_follow_past"
+        runnable = (f"{queue.kind}_follow_runnable",) if queue.runnable_at else ()
+        chain = ((past,) if queue.lease_ready == "past" and has_block(past)
+                 else (*runnable, f"{queue.kind}_follow_skip", f"{queue.kind}_follow"))
+    return chain
+
+
+def render_first(sqlf: sqlfiles.SqlFile, c: CompiledQueue) -> tuple[str, sqlfiles.Statement] | None:
+    """``(block, statement)``: the first block of :func:`block_chain` the file has and that renders
+    with the queue's fragments; None if none applies."""
+    for block in block_chain(c.queue, sqlf.has_block):
+        if not sqlf.has_block(block):
+            continue
+        try:
+            return block, sqlf.render(block, c.fragments, c.values)
+        except sqlfiles.MissingFragment:
+            continue  # the queue does not declare what this block needs: try the next one
+    return None
 
 
 def _fragments(queue: Queue, dialect: str, names: dict[str, str], status: coltypes.ColumnType | None,
