@@ -115,7 +115,7 @@ LIST_OF_AGE = {
     "lease": "waiting_lease", "lease_side": "waiting_lease", "lease_follow": "waiting_lease_follow",
     "lease_follow_runnable": "waiting_lease_follow_runnable",
     "due": "waiting_due", "due_follow": "waiting_due_follow", "due_enqueued": "waiting_due_enqueued",
-    "delete": "waiting_delete", "delete_heap": "waiting_delete",
+    "delete": "waiting_delete", "delete_heap": "waiting_delete_heap",
 }
 
 

@@ -148,8 +148,11 @@ def test_the_waiting_list_of_a_library_reads_as_its_age_does(preset: str) -> Non
     ("mssql", {**QUEUES[2], "runnable_at": "run_at", "max_attempts": 3, "attempts_column": "tries"}, "waiting_status_follow_runnable"),
     ("mssql", {**QUEUES[2], "max_attempts": 3, "attempts_column": "tries"}, "waiting_status_follow"),
     ("postgresql", {**QUEUES[2], "max_attempts": 3, "attempts_column": "tries"}, "waiting_status_follow"),
+    ("mssql", {**QUEUES[2], "order": "heap"}, "waiting_status_heap"),
+    ("mssql", {**QUEUES[3], "order": "heap", "enqueued_at": "at"}, "waiting_delete_heap"),
+    ("postgresql", {**QUEUES[3], "order": "heap", "enqueued_at": "at"}, "waiting_delete_heap"),
 ])
-def test_a_due_or_lease_queues_waiting_list_is_read_as_its_age(dialect: str, queue: dict[str, object],
+def test_each_kinds_waiting_list_is_read_as_its_age(dialect: str, queue: dict[str, object],
                                                                block: str) -> None:
     """The list's block follows the age's: PGMQ's from the enqueue order (its age is the oldest
     message, read or not), MassTransit's below MaxDeliveryCount, a lease or status queue with
@@ -167,3 +170,17 @@ def test_a_due_or_lease_queues_waiting_list_is_read_as_its_age(dialect: str, que
         assert sqlglot.parse(sql.replace("?", "1"), read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
     if "follow" in block:  # items at their attempt limit are left out, as the age leaves them
         assert mapping.compile_queue(q, dialect).fragments["exhausted"] in sql
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "mssql"])
+def test_every_block_the_age_is_read_by_has_its_list(dialect: str) -> None:
+    """A block added to oldest_age_s.sql without its list in items.sql would leave the drill-down
+    reading the kind's plain list, which disagrees with the age: each has one (a ring has none)."""
+    ages = sqlfiles.load(dialect, "oldest_age_s")
+    lists = sqlfiles.load(dialect, "items")
+    for block in ages.blocks:
+        if block == "ring":
+            continue
+        listed = items.LIST_OF_AGE.get(block)
+        assert listed is not None, f"{dialect} oldest_age_s block {block!r} has no list in items.LIST_OF_AGE"
+        assert lists.has_block(listed) or lists.has_block(f"waiting_{block}"), (dialect, block, listed)

@@ -103,6 +103,22 @@ SELECT TOP (:limit_n) {key} AS item, {enq_sel} AS since,
        CAST({owner_sel} AS nvarchar(450)) AS owner
 FROM {table} WHERE {status} IN (:ready_values){open_and}
 ORDER BY {status}, {key}
+-- @block waiting_status_heap
+-- order = "heap" (the key says nothing about age): the oldest ready items by enqueue time, as
+-- oldest_age_s.sql (block status_heap) reads the first.
+SELECT TOP (:limit_n) {key} AS item, {enqueued_at} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {enqueued_at}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       {attempts_sel} AS attempts, LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
+       CAST({owner_sel} AS nvarchar(450)) AS owner
+FROM {table} WHERE {status} IN (:ready_values){open_and}
+ORDER BY {enqueued_at}, {key}
+-- @block waiting_delete_heap
+-- order = "heap": the oldest items by enqueue time, as oldest_age_s.sql (block delete_heap) reads the first.
+SELECT TOP (:limit_n) {key} AS item, {enqueued_at} AS since,
+       CAST(DATEDIFF_BIG(MILLISECOND, {enqueued_at}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
+       CAST(NULL AS int) AS attempts, CAST(NULL AS nvarchar(500)) AS last_error, CAST(NULL AS nvarchar(450)) AS owner
+FROM {table}{open_where}
+ORDER BY {enqueued_at}, {key}
 -- @block waiting_delete
 SELECT TOP (:limit_n) {key} AS item, {enq_sel} AS since,
        CAST(DATEDIFF_BIG(MILLISECOND, {enq_sel}, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,

@@ -118,6 +118,13 @@ SELECT {key} AS item, {enq_sel} AS since,
        CAST(NULL AS int) AS attempts, CAST(NULL AS text) AS last_error, CAST(NULL AS text) AS owner
 FROM {table}{open_where}
 ORDER BY {key} LIMIT :limit_n
+-- @block waiting_delete_heap
+-- order = "heap": the oldest items by enqueue time, as oldest_age_s.sql (block delete_heap) reads the first.
+SELECT {key} AS item, {enqueued_at} AS since,
+       round(extract(epoch FROM {clock} - {enqueued_at})::numeric, 1)::float8 AS age_s,
+       CAST(NULL AS int) AS attempts, CAST(NULL AS text) AS last_error, CAST(NULL AS text) AS owner
+FROM {table}{open_where}
+ORDER BY {enqueued_at}, {key} LIMIT :limit_n
 -- @block waiting_due
 -- The most overdue items of a due queue, through the due column's index (oldest_age_s.sql, block due);
 -- with advisory_lock (Que) the items a worker holds (in progress, not waiting) are left out.

@@ -159,15 +159,28 @@ DUE_QUEUE = ('[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "due"\nschema = 
              'key = "id"\ndue_column = "due_at"\nattempts_column = "deliveries"\nmax_attempts = "max_deliveries"\n')
 
 
+# A delete queue whose key is a uuid (order = "heap"): 25 items enqueued 1 to 25 minutes ago.
+DELETE_HEAP = """
+CREATE TABLE {s}.jobs (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), enqueued_at timestamptz NOT NULL);
+CREATE INDEX jobs_enqueued ON {s}.jobs (enqueued_at);
+INSERT INTO {s}.jobs (enqueued_at) SELECT now() - g * interval '1 min' FROM generate_series(1, 25) AS g;
+ANALYZE {s}.jobs;
+"""
+DELETE_HEAP_QUEUE = ('[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "delete"\nschema = "{schema}"\n'
+                     'table = "jobs"\nkey = "id"\norder = "heap"\nenqueued_at = "enqueued_at"\n')
+
+
 @pytest.mark.parametrize(("ddl", "queue", "block", "oldest_s", "listed"), [
     (LEASE, LEASE_QUEUE, "waiting_lease_follow_runnable", 40 * 60, 40),
-    (DUE, DUE_QUEUE, "waiting_due_follow", 30 * 60, 30)])
+    (DUE, DUE_QUEUE, "waiting_due_follow", 30 * 60, 30),
+    (DELETE_HEAP, DELETE_HEAP_QUEUE, "waiting_delete_heap", 25 * 60, 25)])
 def test_a_lease_or_due_queue_lists_no_item_its_age_leaves_out(lab: Lab, schema: str, write_cfg, ddl: str,  # noqa: ANN001
                                                               queue: str, block: str, oldest_s: int,
                                                               listed: int) -> None:
     """The age leaves out an item scheduled for later, one at its attempt limit and a leased one:
     so does the list (before, the lease queue's list began with the 6-hour scheduled item and the
-    due queue's with the 4-hour one at its delivery limit)."""
+    due queue's with the 4-hour one at its delivery limit); a heap-ordered delete queue's list is in
+    enqueue order, as its age (it was in uuid order)."""
     _setup(lab, schema, ddl)
     cfg = write_cfg(target_section(lab) + queue.format(schema=schema))
     value, _ = oldest_age(cfg, "jobs")
