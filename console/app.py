@@ -19,6 +19,7 @@ if _ROOT not in sys.path:
 import streamlit as st  # noqa: E402
 
 from console import auth, context, nav  # noqa: E402
+from console.views import alerts, audit, overview, queue_detail, settings, trends  # noqa: E402
 
 st.set_page_config(page_title="queueops", page_icon=":material/monitor_heart:", layout="wide")
 # Less empty space under the top navigation: more queues above the fold.
@@ -28,7 +29,9 @@ st.html("<style>[data-testid='stMainBlockContainer']{padding-top:3.6rem;padding-
 def main() -> None:
     cfg = context.load_config()
     auth.gate(cfg)
-    st.navigation(nav.all_pages(), position="top").run()
+    pages = nav.build({"overview": overview.render, "queue": queue_detail.render, "alerts": alerts.render,
+                       "audit": audit.render, "trends": trends.render, "settings": settings.render})
+    st.navigation(pages, position="top").run()
 
 
 main()

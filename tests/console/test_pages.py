@@ -280,3 +280,18 @@ def test_overview_says_when_history_is_stale(env: ConsoleEnv) -> None:
     assert not at.exception
     stale = [w.value for w in at.warning if "History is stale" in w.value]
     assert stale and "40 min" in stale[0] and "queueops collect" in stale[0]
+
+
+def test_the_pages_are_built_from_the_apps_render_functions_and_a_missing_one_is_named() -> None:
+    """console.nav imports no view (the Overview links to the queue page without an import
+    circle): app.py gives every page's render function, and one left out is named."""
+    import ast
+
+    from console import nav
+
+    tree = ast.parse((ROOT / "console" / "nav.py").read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in imported if m and m.startswith("console")], imported
+    with pytest.raises(ValueError, match="settings"):
+        nav.build({path: (lambda: None) for path in nav.PAGES if path != "settings"})
+    assert len(nav.build({path: (lambda: None) for path in nav.PAGES})) == len(nav.PAGES)
