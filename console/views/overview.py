@@ -268,6 +268,16 @@ class CauseRow:
     waiting: float = 0.0
 
 
+def cause_state(c: RootCause, q: Queue) -> str | None:
+    """The state a snapshot or blocker cause gives queue ``q`` (the snapshot against the queue's own
+    old-snapshot levels); None for a cause the banners do not judge (lock waits alone)."""
+    if c.kind == "snapshot":
+        return judge.snapshot_state(c.age_s, q.threshold(judge.OLD_SNAPSHOT))
+    if c.kind == "blocker":
+        return judge.blocker_state(c.age_s, c.holds_table)
+    return None
+
+
 def cause_rows(cfg: Config, sample: LiveSample, healths: Sequence[QueueHealth]) -> list[CauseRow]:
     """Every root cause of every reachable target now, one row per session (worst first): the
     oldest snapshot's holder (past each queue's old-snapshot level), the sessions holding a queue's
@@ -283,12 +293,7 @@ def cause_rows(cfg: Config, sample: LiveSample, healths: Sequence[QueueHealth]) 
             continue
         causes = causes_for(sample, q)
         for c in causes:
-            if c.kind == "snapshot":
-                state = judge.snapshot_state(c.age_s, q.threshold(judge.OLD_SNAPSHOT))
-            elif c.kind == "blocker":
-                state = judge.blocker_state(c.age_s, c.holds_table)
-            else:
-                continue
+            state = cause_state(c, q)
             if state not in ("warn", "crit"):
                 continue
             key = (q.target, c.pid if c.pid is not None else c.summary)

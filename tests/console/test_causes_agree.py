@@ -11,7 +11,7 @@ import pytest
 
 from console.data import LiveSample
 from console.findings import assess
-from console.views.overview import causes_for
+from console.views.overview import cause_state, causes_for
 from queueops import causes, judge
 from queueops import config as config_mod
 from queueops.alerts.rules import effective_rules
@@ -50,14 +50,10 @@ def cycle(snapshot: object = "{}", snapshot_s: float = 0, heads: list | None = N
 
 
 def console_state(rows: list[SnapshotRow], queue: str, cfg: config_mod.Config = CFG) -> str:
-    """The worst state the Overview's root causes give the queue (as its cause banners judge them,
-    overview.cause_rows: each cause against the queue's own old-snapshot levels)."""
-    sample = LiveSample(T0, rows)
+    """The worst state the Overview's root causes give the queue: overview.cause_state, which its
+    cause banners (overview.cause_rows) judge each cause by, on the queue's causes now."""
     q = cfg.queue(queue)
-    return judge.worst_state(
-        judge.snapshot_state(c.age_s, q.threshold(judge.OLD_SNAPSHOT)) if c.kind == "snapshot"
-        else judge.blocker_state(c.age_s, c.holds_table)
-        for c in causes_for(sample, q) if c.kind in ("snapshot", "blocker"))
+    return judge.worst_state(s for c in causes_for(LiveSample(T0, rows), q) if (s := cause_state(c, q)) is not None)
 
 
 def page_state(rows: list[SnapshotRow], queue: str, cfg: config_mod.Config) -> str:
