@@ -69,6 +69,8 @@ class ColumnType:
     # The later key columns of each index leads_index counts whose key columns are all plain and
     # ascending, each ``(name, NOT NULL)`` (PostgreSQL): oldest_age_s's skip read (age_skip_reads).
     index_keys: tuple[tuple[tuple[str, bool], ...], ...] = ()
+    # NOT NULL (PostgreSQL; False when not read): oldest_age_s's runnable reads (_runnable_reads).
+    notnull: bool = False
 
     def cast_fragment(self, dialect: str) -> str:
         """The column's type as a quoted SQL type name (PostgreSQL), for ``ARRAY[...]::{type}[]``."""
@@ -163,7 +165,8 @@ def read_types_with(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], d
             tuple(str(c) for c in r.get("then_columns") or ()),
             tuple((str(p["name"]), tuple(str(v) for v in p["values"]), str(p["order"]))
                   for p in r.get("partials") or () if p.get("order")),
-            tuple(tuple((str(k["name"]), bool(k["notnull"])) for k in cols) for cols in r.get("index_keys") or ()))
+            tuple(tuple((str(k["name"]), bool(k["notnull"])) for k in cols) for cols in r.get("index_keys") or ()),
+            bool(r.get("notnull")))
     return out
 
 
@@ -663,7 +666,8 @@ def oldest_reads_partial(q: Queue, status: ColumnType | None) -> list[str]:
     return sorted({s[0] for s in served if s})
 
 
-def oldest_runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int) -> dict[str, str]:
+def oldest_runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int,
+                          runnable: ColumnType | None = None) -> dict[str, str]:
     """oldest_age_s's ``status_follow_runnable`` reads (issue 29): ``{oldest_reads}``, rows of
     ``(oldest runnable time read, whether a read stopped at the cap in an order that is not the
     runnable time's)``.
@@ -676,13 +680,14 @@ def oldest_runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, 
     that index's order, the runnable range sought; when the read stops at the cap the oldest is
     of the items read (ordered by the runnable time within each leading key only): 'at least'.
     """
-    reads = _runnable_reads(q, status, frags, cap, "")
+    reads = _runnable_reads(q, status, frags, cap, "", runnable)
     return {"oldest_reads": " UNION ALL ".join(
         f"SELECT min({age}) FILTER (WHERE NOT l.exhausted), {capped} FROM {inner}"  # noqa: S608
         for inner, age, capped in reads)}
 
 
-def runnable_item_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int, item_cols: str) -> str:
+def runnable_item_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int, item_cols: str,
+                        runnable: ColumnType | None = None) -> str:
     """The items drill-down's oldest waiting items, read exactly as :func:`oldest_runnable_reads`
     reads the age: rows of ``(item, attempts, last_error, owner, since)`` (``item_cols``: the select
     list of the first four, read as ``l.<name>``), ``since`` the time the age counts from
@@ -690,26 +695,37 @@ def runnable_item_reads(q: Queue, status: ColumnType | None, frags: dict[str, st
     return " UNION ALL ".join(
         f"SELECT l.item, l.attempts, l.last_error, l.owner, {age} AS since FROM {inner} "  # noqa: S608
         "WHERE NOT l.exhausted"
-        for inner, age, _ in _runnable_reads(q, status, frags, cap, ", " + item_cols))
+        for inner, age, _ in _runnable_reads(q, status, frags, cap, ", " + item_cols, runnable))
 
 
 def _runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int,
-                    extra: str) -> list[tuple[str, str, str]]:
+                    extra: str, runnable_type: ColumnType | None = None) -> list[tuple[str, str, str]]:
     """``(inner read AS l, the age's time of a row of it, whether it stopped at the cap)`` for each
     ready range (and, through partial indexes, each ready value) oldest_age_s reads; ``extra``: more
-    of each row's columns to select (the drill-down's)."""
+    of each row's columns to select (the drill-down's).
+
+    ``runnable_type`` (the runnable column's catalog type): a NOT NULL column has no NULL range to
+    read; in a nullable one's NULL range (procrastinate's immediate jobs, scheduled_at NULL) the
+    runnable order is no order at all, so which cap of rows the read kept was the plan's (the first
+    in physical order: after VACUUM lets new jobs into old pages, not the oldest): it is read in key
+    order where the key is the age's order (fifo, lifo). Unknown: as before, in (status, runnable)
+    order, whose plan never walks the key of a table with no NULL to find."""
     table, col, open_and = frags["table"], frags["status"], frags.get("open_and", "")
     runnable, clock, exhausted, enq = frags["runnable"], frags["clock"], frags["exhausted"], frags["enqueued_at"]
     seek = status is not None and status.leads_index
     values = coerce_values(list(q.ready_values), status)
     served = [serving_partial(status, v, q.runnable_at or "") for v in values]
     select = f"{enq} AS enq, {runnable} AS run, {exhausted} AS exhausted{extra}"
-    ranges = ((f"{runnable} <= {clock}", "greatest(l.enq, l.run)"), (f"{runnable} IS NULL", "l.enq"))
+    null_order = (f"{col}, {quote_ident(q.key, 'postgresql')}"
+                  if runnable_type is not None and q.order != "heap" else f"{col}, {runnable}")
+    ranges = [(f"{runnable} <= {clock}", "greatest(l.enq, l.run)", f"{col}, {runnable}")]
+    if runnable_type is None or not runnable_type.notnull:
+        ranges.append((f"{runnable} IS NULL", "l.enq", null_order))
     if seek or not oldest_reads_partial(q, status):
         within = f"IN ({', '.join(_constant(v, frags['status_type'], status) for v in values) or 'NULL'})"
         return [(f"(SELECT {select} FROM {table} WHERE {col} {within} AND {cond}{open_and} "  # noqa: S608
-                 f"ORDER BY {col}, {runnable} LIMIT {cap}) AS l", age, "false")
-                for cond, age in ranges]
+                 f"ORDER BY {order} LIMIT {cap}) AS l", age, "false")
+                for cond, age, order in ranges]
     return [(f"(SELECT {select} FROM {table} WHERE {col} = {_constant(v, frags['status_type'], status)} "  # noqa: S608
              f"AND {cond}{open_and} ORDER BY {order} LIMIT {cap}) AS l", age, f"count(*) >= {cap}")
-            for v, (_, order) in zip(values, [s for s in served if s], strict=True) for cond, age in ranges]
+            for v, (_, order) in zip(values, [s for s in served if s], strict=True) for cond, age, _ in ranges]

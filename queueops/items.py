@@ -67,13 +67,14 @@ def item_fragments(queue: Queue, dialect: str, compiled: mapping.CompiledQueue |
            "held_sel": held or null["time"],
            "state_sel": f.get("status") or null["text"]}
     if dialect == "postgresql" and queue.kind == "status":
-        reads = _waiting_reads(queue, c.status, out)
+        reads = _waiting_reads(queue, c.status, out, c.runnable)
         if reads:
             out["waiting_reads"] = reads
     return out
 
 
-def _waiting_reads(queue: Queue, status: coltypes.ColumnType | None, f: dict[str, str]) -> str:
+def _waiting_reads(queue: Queue, status: coltypes.ColumnType | None, f: dict[str, str],
+                   runnable: coltypes.ColumnType | None = None) -> str:
     """The oldest waiting items of a status queue read as oldest_age_s reads its age (the blocks
     collectors.runner chooses for it): through the runnable column's reads (since
     greatest(enqueued_at, runnable_at), a scheduled item never listed), else through the skip walk
@@ -85,7 +86,7 @@ def _waiting_reads(queue: Queue, status: coltypes.ColumnType | None, f: dict[str
         return ""
     if queue.follows_readiness:
         if queue.runnable_at and all(k in f for k in ("runnable", "exhausted", "ready_list")):
-            return coltypes.runnable_item_reads(queue, status, f, CAP, cols)
+            return coltypes.runnable_item_reads(queue, status, f, CAP, cols, runnable)
         if "exhausted" not in f:
             return ""
     return coltypes.skip_item_reads(queue, status, f, CAP, LIMIT, cols,

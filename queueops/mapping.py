@@ -86,6 +86,8 @@ class CompiledQueue:
     # The partial indexes oldest_age_s reads the ready values through ('at least' at the cap; the
     # live check warns): empty when it reads in (status, runnable_at) order.
     age_partials: tuple[str, ...] = ()
+    # The runnable column's catalog type (None: unknown or not mapped): its NULL range's read.
+    runnable: coltypes.ColumnType | None = None
 
     @property
     def table(self) -> str:
@@ -115,14 +117,16 @@ def compile_queue(queue: Queue, dialect: str, types: Types | None = None, limits
     """Compile ``queue`` for ``dialect``, its columns' catalog ``types`` (None: not read) and ``limits``."""
     known = types or {}
     status = coltypes.type_of(queue, "status_column", known, dialect) if queue.status_column else None
+    runnable = coltypes.type_of(queue, "runnable_at", known, dialect) if queue.runnable_at else None
     problems = tuple(coltypes.problems(queue, known, dialect))
     names = fragments_for(queue, dialect)
     # Read-only views: one compiled mapping is shared by every statement of its queue (the runner
     # keeps it), so a reader that adds a fragment copies it first.
     return CompiledQueue(queue, dialect, limits, status, problems, MappingProxyType(names),
-                         MappingProxyType(_fragments(queue, dialect, names, status, problems, limits)),
+                         MappingProxyType(_fragments(queue, dialect, names, status, problems, limits, runnable)),
                          MappingProxyType(_values(queue, dialect, names, status, limits)),
-                         tuple(coltypes.oldest_reads_partial(queue, status)) if dialect == "postgresql" else ())
+                         tuple(coltypes.oldest_reads_partial(queue, status)) if dialect == "postgresql" else (),
+                         runnable)
 
 
 def block_chain(queue: Queue, has_block: Callable[[str], bool]) -> tuple[str, ...]:
@@ -171,7 +175,8 @@ def render_first(sqlf: sqlfiles.SqlFile, c: CompiledQueue) -> tuple[str, sqlfile
 
 
 def _fragments(queue: Queue, dialect: str, names: dict[str, str], status: coltypes.ColumnType | None,
-               problems: Sequence[coltypes.TypeProblem], limits: Limits) -> dict[str, str]:
+               problems: Sequence[coltypes.TypeProblem], limits: Limits,
+               runnable: coltypes.ColumnType | None = None) -> dict[str, str]:
     """The collector blocks' fragments, minus the columns whose real type cannot work (a
     non-timestamp time column, a watermark on a non-integer key): the blocks that need them do not
     apply, and the runner's mapping errors say why."""
@@ -190,7 +195,7 @@ def _fragments(queue: Queue, dialect: str, names: dict[str, str], status: coltyp
         # at most the cap of rows (issue 29, item 5).
         frags.update(coltypes.follow_runnable_reads(queue, status, frags, limits.cap, limits.small_pages))
         if "enqueued_at" in frags and "ready_list" in frags:
-            frags.update(coltypes.oldest_runnable_reads(queue, status, frags, limits.cap))
+            frags.update(coltypes.oldest_runnable_reads(queue, status, frags, limits.cap, runnable))
     return frags
 
 

@@ -16,6 +16,8 @@
 --   index_keys              each such index's later key columns (all plain and ascending):
 --                           [[{name, notnull}, ...], ...]
 --   partials                the partial btree indexes on status values: [{name, values, order}]
+--   notnull                 the column is NOT NULL (oldest_age_s reads no NULL range of a runnable
+--                           column that cannot hold one, and orders the one that can)
 SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_schema, ty.typname AS type_name,
        format_type(a.atttypid, a.atttypmod) AS type_text,
        CASE WHEN ty.typname IN ('int2', 'int4', 'int8') THEN 'integer'
@@ -28,7 +30,7 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
        CASE WHEN ty.typtype = 'e' THEN
             (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum AS e
              WHERE e.enumtypid = ty.oid) END AS labels,
-       c.relkind::text AS relkind,
+       c.relkind::text AS relkind, a.attnotnull AS notnull,
        EXISTS (SELECT 1 FROM pg_index AS i
                JOIN pg_class AS ic ON ic.oid = i.indexrelid
                JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'

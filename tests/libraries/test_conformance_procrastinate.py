@@ -214,7 +214,7 @@ def test_reads_measured_and_the_live_check_says_which_are_unbounded(shaped: LibS
         assert (r.buffers <= common.BUFFER_BOUND) == (r.collector not in scans), (r, scans)
     assert reads["stuck_leases"].buffers <= common.BUFFER_BOUND
     assert reads["depth"].buffers <= common.BUFFER_BOUND
-    assert "oldest_age_s" in scans  # still unbounded: said so, with the index that fixes it
+    assert "oldest_age_s" in scans  # still unbounded (the events lookups, one per job read): said so
     assert not [f for f in report.findings if f.severity == "error"], report.findings
 
 

@@ -55,3 +55,52 @@ def test_an_older_item_of_another_prefix_is_read_or_the_age_says_at_least(lab: L
     monkeypatch.setattr(runner, "TYPES_TTL_S", 0.0)
     value, note = oldest_age(cfg, "tasks")
     assert abs(value - truth) < 30 and not note, (value, note)
+
+
+# procrastinate's shape: jobs deferred to run at once have a NULL scheduled_at. 1,500 old waiting
+# jobs sit behind 3,000 finished ones that a cleanup deleted; VACUUM gave their pages back, and
+# 1,500 new jobs landed there: in physical order (and in a (status, scheduled_at) index, whose equal
+# keys are in physical order) the new jobs come first.
+NULL_RUNNABLE = """
+CREATE TABLE {s}.jobs (
+    id bigserial PRIMARY KEY, status text NOT NULL, scheduled_at timestamptz, enqueued_at timestamptz NOT NULL
+) WITH (autovacuum_enabled = false);
+CREATE INDEX jobs_status ON {s}.jobs (status, scheduled_at);
+INSERT INTO {s}.jobs (status, enqueued_at) SELECT 'done', now() - interval '3 hours' FROM generate_series(1, 3000);
+INSERT INTO {s}.jobs (status, enqueued_at) SELECT 'todo', now() - interval '2 hours' + g * interval '1 s'
+FROM generate_series(1, 1500) AS g;
+DELETE FROM {s}.jobs WHERE status = 'done';
+"""
+NULL_RUNNABLE_AFTER = """
+INSERT INTO {s}.jobs (status, enqueued_at) SELECT 'todo', now() - interval '1 min' FROM generate_series(1, 1500);
+ANALYZE {s}.jobs;
+"""
+NULL_RUNNABLE_QUEUE = ('[[queues]]\nname = "tasks"\ntarget = "lab"\nkind = "status"\nschema = "{schema}"\n'
+                       'table = "jobs"\nkey = "id"\nenqueued_at = "enqueued_at"\nstatus_column = "status"\n'
+                       'ready_values = ["todo"]\nprocessing_values = ["doing"]\ndone_values = ["done"]\n'
+                       'runnable_at = "scheduled_at"\n')
+
+
+def test_the_oldest_of_the_jobs_without_a_runnable_time_is_read_whatever_their_physical_order(
+        lab: Lab, schema: str, write_cfg) -> None:  # noqa: ANN001
+    """The age read the NULL range of a nullable runnable column in (status, runnable_at) order: no
+    order there, so the cap it kept was the first 1,000 in physical order, the new jobs in the
+    freed pages (60 s for 7,200 s). It reads that range in key order now (fifo: the lowest key is
+    the oldest); the drill-down's list begins with the same job."""
+    _setup(lab, schema, NULL_RUNNABLE)
+    with lab.connect() as conn:
+        conn.execute(f'VACUUM "{schema}".jobs')
+    _setup(lab, schema, NULL_RUNNABLE_AFTER)
+    cfg = write_cfg(target_section(lab) + NULL_RUNNABLE_QUEUE.format(schema=schema))
+    first = _sql(lab, schema, "SELECT enqueued_at > now() - interval '5 min' FROM @S.jobs WHERE status = 'todo' "
+                              "ORDER BY ctid LIMIT 1")[0][0]
+    assert first, "the shape: a new job is first in physical order"
+    truth = _sql(lab, schema, "SELECT extract(epoch FROM now() - min(enqueued_at))::float8 FROM @S.jobs "
+                              "WHERE status = 'todo'")[0][0]
+    value, note = oldest_age(cfg, "tasks")
+    print(f"\nNULL RANGE: age {value} s for {truth} s ({note})")
+    assert abs(value - truth) < 30, (value, truth, note)
+    from tests.mapping.test_waiting_list_is_the_age import _waiting
+
+    block, rows = _waiting(lab, cfg, "tasks")
+    assert block == "waiting_reads" and abs(rows[0]["age_s"] - value) < 2, (block, rows[:2])

@@ -69,8 +69,8 @@ def _runner(lab: Lab) -> Callable[[sqlfiles.Statement], list[dict[str, object]]]
     return run
 
 
-def _waiting(lab: Lab, cfg: config_mod.Config) -> tuple[str, list[dict[str, object]]]:
-    q = cfg.queue("jobs")
+def _waiting(lab: Lab, cfg: config_mod.Config, queue: str = "jobs") -> tuple[str, list[dict[str, object]]]:
+    q = cfg.queue(queue)
     run = _runner(lab)
     block = items.read_of(q, "postgresql", "waiting", types=items.types_for(run, q, "postgresql")).block
     return block, items.read(run, q, "postgresql", "waiting")
