@@ -53,8 +53,7 @@ class Read:
 
 def item_fragments(queue: Queue, dialect: str, compiled: mapping.CompiledQueue | None = None) -> dict[str, str]:
     """The queue's collector fragments (the compiled stuck rule and side-table times among them)
-    plus the select-list ones of items.sql (a quoted column or a typed NULL), and
-    ``{waiting_reads}`` where oldest_age_s reads its age through generated reads."""
+    plus the select-list ones of items.sql (a quoted column or a typed NULL)."""
     c = compiled or mapping.compile_queue(queue, dialect)
     f = c.fragments
     null = _NULL[dialect]
@@ -66,31 +65,23 @@ def item_fragments(queue: Queue, dialect: str, compiled: mapping.CompiledQueue |
            "enq_sel": f.get("enqueued_at") or null["time"],
            "held_sel": held or null["time"],
            "state_sel": f.get("status") or null["text"]}
-    if dialect == "postgresql" and queue.kind == "status":
-        reads = _waiting_reads(queue, c.status, out, c.runnable)
-        if reads:
-            out["waiting_reads"] = reads
     return out
 
 
-def _waiting_reads(queue: Queue, status: coltypes.ColumnType | None, f: dict[str, str],
-                   runnable: coltypes.ColumnType | None = None) -> str:
-    """The oldest waiting items of a status queue read as oldest_age_s reads its age (the blocks
-    collectors.runner chooses for it): through the runnable column's reads (since
-    greatest(enqueued_at, runnable_at), a scheduled item never listed), else through the skip walk
-    of the fetch index (each (queue, priority) of River's and Oban's), items at their attempt limit
-    left out where the age leaves them out. '' where the age is read otherwise (waiting_block)."""
+def _waiting_reads(c: mapping.CompiledQueue, f: dict[str, str], age: str) -> str:
+    """``{waiting_reads}``: the oldest waiting items of a PostgreSQL status queue read by the very
+    reads oldest_age_s reads its age by in block ``age`` (the runner's choice, so no second
+    judgement of which applies here): ``status_follow_runnable`` through the runnable column's
+    reads (since greatest(enqueued_at, runnable_at), a scheduled item never listed);
+    ``status_skip`` / ``status_follow_skip`` through the skip walk of the fetch index (each
+    (queue, priority) of River's and Oban's), the follow form leaving out the items at their
+    attempt limit as the age does."""
     cols = ("{key} AS item, {attempts_sel} AS attempts, left(CAST({error_sel} AS text), 500) AS last_error, "
             "CAST({owner_sel} AS text) AS owner").format(**f)
-    if not all(k in f for k in ("status", "status_type", "enqueued_at")):
-        return ""
-    if queue.follows_readiness:
-        if queue.runnable_at and all(k in f for k in ("runnable", "exhausted", "ready_list")):
-            return coltypes.runnable_item_reads(queue, status, f, CAP, cols, runnable)
-        if "exhausted" not in f:
-            return ""
-    return coltypes.skip_item_reads(queue, status, f, CAP, LIMIT, cols,
-                                    f["exhausted"] if queue.follows_readiness else None)
+    if age == "status_follow_runnable":
+        return coltypes.runnable_item_reads(c.queue, c.status, f, CAP, cols, c.runnable)
+    return coltypes.skip_item_reads(c.queue, c.status, f, CAP, LIMIT, cols,
+                                    f["exhausted"] if age == "status_follow_skip" else None)
 
 
 def stuck_block(queue: Queue, frags: dict[str, str]) -> str:
@@ -131,20 +122,24 @@ def age_block(queue: Queue, dialect: str, compiled: mapping.CompiledQueue | None
 def waiting_block(queue: Queue, frags: dict[str, str], dialect: str = "postgresql",
                   compiled: mapping.CompiledQueue | None = None) -> str:
     """The oldest-waiting list's block: the list of the block the age is read by
-    (:data:`LIST_OF_AGE`), where this dialect has it and the queue's fragments serve it; else the
-    kind's own list."""
+    (:data:`LIST_OF_AGE`), where this dialect has it; else the kind's own list."""
+    return _waiting(queue, dialect, compiled or mapping.compile_queue(queue, dialect))[0]
+
+
+def _waiting(queue: Queue, dialect: str, c: mapping.CompiledQueue) -> tuple[str, str]:
+    """``(the list's block, the age's block)``."""
     if queue.kind == "ring":
         raise NotApplicable("a ring's slots are read by sequence, not listed (ring_occupancy shows them)")
     if queue.kind == "lease" and not queue.enqueued_at:
         raise NotApplicable("the oldest waiting items need enqueued_at in the queue's config")
-    age = age_block(queue, dialect, compiled) or ""
+    age = age_block(queue, dialect, c) or ""
     blocks = sqlfiles.load(dialect, "items")
+    # waiting_reads: PostgreSQL's reads generated from the catalog (_waiting_reads), which the age's
+    # own block having rendered guarantees; SQL Server has a block of the age's own name instead.
     for listed in (LIST_OF_AGE.get(age), f"waiting_{age}"):
-        # waiting_reads: PostgreSQL's reads generated from the catalog (items._waiting_reads); SQL
-        # Server has a block of the age's own name instead.
-        if listed and blocks.has_block(listed) and (listed != "waiting_reads" or "waiting_reads" in frags):
-            return listed
-    return f"waiting_{queue.kind}"
+        if listed and blocks.has_block(listed):
+            return listed, age
+    return f"waiting_{queue.kind}", age
 
 
 def _values(c: mapping.CompiledQueue, limit: int) -> dict[str, Any]:
@@ -163,7 +158,9 @@ def read_of(queue: Queue, dialect: str, which: str, *, limit: int = LIMIT, key: 
     if which == "stuck":
         block = stuck_block(queue, frags)
     elif which == "waiting":
-        block = waiting_block(queue, frags, dialect, c)
+        block, age = _waiting(queue, dialect, c)
+        if block == "waiting_reads":
+            frags["waiting_reads"] = _waiting_reads(c, frags, age)
     elif which == "key":
         if queue.kind == "ring":
             raise NotApplicable("a ring's slots are not items with keys")
@@ -176,9 +173,10 @@ def read_of(queue: Queue, dialect: str, which: str, *, limit: int = LIMIT, key: 
 
 def read(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], queue: Queue, dialect: str, which: str, *,
          limit: int = LIMIT, key: Any = None) -> list[dict[str, Any]]:
-    """Run one list's read through ``run`` (a target connection's ``execute``), the queue's catalog
-    types read first through the same ``run``."""
-    return run(read_of(queue, dialect, which, limit=limit, key=key, types=types_for(run, queue, dialect)).statement)
+    """Run one list's read through ``run`` (a target connection's ``execute``); for the waiting list
+    the queue's catalog types are read first through the same ``run`` (the other lists need none)."""
+    types = types_for(run, queue, dialect) if which == "waiting" else None
+    return run(read_of(queue, dialect, which, limit=limit, key=key, types=types).statement)
 
 
 def types_for(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], queue: Queue,
