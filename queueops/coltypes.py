@@ -698,6 +698,25 @@ def runnable_item_reads(q: Queue, status: ColumnType | None, frags: dict[str, st
         for inner, age, _ in _runnable_reads(q, status, frags, cap, ", " + item_cols, runnable))
 
 
+def runnable_null_order(q: Queue, dialect: str, frags: dict[str, str], runnable_type: ColumnType | None) -> str:
+    """``{runnable_null_order}``: the order the ready items without a runnable time are read in, by
+    oldest_age_s and by the drill-down's list of the same range, so that the cap of them kept is
+    the oldest (an order the range's index serves, the age's order within it).
+
+    In that range the runnable column is no order at all: the index's equal keys are in physical
+    order on PostgreSQL, and after VACUUM lets new items into freed pages the cap kept was new
+    items, the age read as exact (procrastinate's immediate jobs: 60 s for 7,199 s). PostgreSQL:
+    the key, where it is the age's order (fifo, lifo; not heap) and the column's type was read
+    (without it, as before: the runnable column, whose plan never walks the key of a table with no
+    NULL to find; the planner weighs the key walk against the NULL range's size from the column's
+    statistics). SQL Server: the runnable column then the key, which a nonclustered index on the
+    runnable column serves as it is (its rows carry the clustering key after its own)."""
+    key = quote_ident(q.key, dialect)
+    if dialect == "mssql":
+        return f"{frags['runnable']}, {key}" if q.order != "heap" else frags["runnable"]
+    return key if runnable_type is not None and q.order != "heap" else frags["runnable"]
+
+
 def _runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], cap: int,
                     extra: str, runnable_type: ColumnType | None = None) -> list[tuple[str, str, str]]:
     """``(inner read AS l, the age's time of a row of it, whether it stopped at the cap)`` for each
@@ -716,8 +735,7 @@ def _runnable_reads(q: Queue, status: ColumnType | None, frags: dict[str, str], 
     values = coerce_values(list(q.ready_values), status)
     served = [serving_partial(status, v, q.runnable_at or "") for v in values]
     select = f"{enq} AS enq, {runnable} AS run, {exhausted} AS exhausted{extra}"
-    null_order = (f"{col}, {quote_ident(q.key, 'postgresql')}"
-                  if runnable_type is not None and q.order != "heap" else f"{col}, {runnable}")
+    null_order = f"{col}, {frags['runnable_null_order']}"
     ranges = [(f"{runnable} <= {clock}", "greatest(l.enq, l.run)", f"{col}, {runnable}")]
     if runnable_type is None or not runnable_type.notnull:
         ranges.append((f"{runnable} IS NULL", "l.enq", null_order))

@@ -187,6 +187,8 @@ def _fragments(queue: Queue, dialect: str, names: dict[str, str], status: coltyp
     if "lease" not in frags:
         frags.pop("free", None)  # the readiness predicates name the lease column too
     frags.update(stuck_rule(queue, dialect, frags))
+    if "runnable" in frags:
+        frags["runnable_null_order"] = coltypes.runnable_null_order(queue, dialect, frags, runnable)
     if dialect == "postgresql" and all(k in frags for k in ("status", "status_type", "enqueued_at")):
         # oldest_age_s's skip read through a fetch index that puts (queue, priority) before the time.
         frags.update(coltypes.age_skip_reads(queue, status, frags, limits.cap))

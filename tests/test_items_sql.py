@@ -184,3 +184,33 @@ def test_every_block_the_age_is_read_by_has_its_list(dialect: str) -> None:
         listed = items.LIST_OF_AGE.get(block)
         assert listed is not None, f"{dialect} oldest_age_s block {block!r} has no list in items.LIST_OF_AGE"
         assert lists.has_block(listed) or lists.has_block(f"waiting_{block}"), (dialect, block, listed)
+
+
+@pytest.mark.parametrize(("dialect", "queue", "order"), [
+    ("postgresql", {**QUEUES[0], "runnable_at": "run_at"}, '"run_at"'),
+    ("mssql", {**QUEUES[0], "runnable_at": "run_at"}, "[run_at], [id]"),
+    ("mssql", {**QUEUES[2], "runnable_at": "run_at", "max_attempts": 3, "attempts_column": "tries"},
+     "[state], [run_at], [id]"),
+    ("mssql", {**QUEUES[0], "runnable_at": "run_at", "order": "heap"}, "[run_at]"),
+])
+def test_the_items_without_a_runnable_time_are_read_in_one_order_by_the_age_and_its_list(
+        dialect: str, queue: dict[str, object], order: str) -> None:
+    """In the NULL range of a runnable column the column is no order: the age and the list read it
+    in {runnable_null_order}, the same order, so the list's first row is the age's item. SQL Server:
+    the runnable column then the key (a nonclustered index on it carries the clustering key, so it
+    serves that order as it is); the key only where it is the age's order (not heap). PostgreSQL
+    without the catalog types: the runnable column, as before (tests/mapping reads the key order
+    once the types are read)."""
+    url = "postgresql://u@h:5432/d" if dialect == "postgresql" else "mssql+pyodbc://u@h:1433/d?driver=FreeTDS"
+    q = config_mod.parse({"targets": [{"name": "t", "dialect": dialect, "url": url}],
+                          "queues": [{**queue, "name": "q", "target": "t"}]}).queue("q")
+    c = mapping.compile_queue(q, dialect)
+    first = mapping.render_first(sqlfiles.load(dialect, "oldest_age_s"), c)
+    assert first is not None and first[0].endswith("_follow_runnable")
+    listed = items.read_of(q, dialect, "waiting").statement.sql
+
+    def null_range_order(sql: str) -> str:
+        tail = sql[sql.index("IS NULL", sql.index("run_at] <=" if dialect == "mssql" else '"run_at" <=')):]
+        return " ".join(tail[tail.index("ORDER BY") + 9:].split(")")[0].split(" LIMIT")[0].split())
+
+    assert null_range_order(first[1].sql) == null_range_order(listed) == order

@@ -45,7 +45,7 @@ ORDER BY l.since, l.item
 -- A lease queue with runnable_at, as oldest_age_s.sql (block lease_follow_runnable) reads its age:
 -- the free items below max_attempts whose runnable time has passed (TOP (:cap) in runnable_at
 -- order), aged from the later of enqueued_at and runnable_at, and those without one (TOP (:cap) in
--- enqueue order); a scheduled item is never listed.
+-- {runnable_null_order}, the age's own read of that range); a scheduled item is never listed.
 SELECT TOP (:limit_n) l.item, l.since, CAST(DATEDIFF_BIG(MILLISECOND, l.since, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
        l.attempts, l.last_error, CAST(NULL AS nvarchar(450)) AS owner
 FROM (SELECT d.item, d.since, d.attempts, d.last_error, d.exhausted
@@ -59,7 +59,7 @@ FROM (SELECT d.item, d.since, d.attempts, d.last_error, d.exhausted
       FROM (SELECT TOP (:cap) {key} AS item, {enqueued_at} AS since, {attempts_sel} AS attempts,
                    LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
                    CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
-            FROM {table} WHERE {free} AND {runnable} IS NULL{open_and} ORDER BY {enqueued_at}, {key}) AS z) AS l
+            FROM {table} WHERE {free} AND {runnable} IS NULL{open_and} ORDER BY {runnable_null_order}) AS z) AS l
 WHERE l.exhausted = 0
 ORDER BY l.since, l.item
 -- @block waiting_status_follow
@@ -76,8 +76,8 @@ ORDER BY l.since, l.item
 -- @block waiting_status_follow_runnable
 -- A status queue with runnable_at, as oldest_age_s.sql (block status_follow_runnable) reads its age:
 -- the ready items below max_attempts whose runnable time has passed (TOP (:cap) in (status,
--- runnable_at) order), aged from the later of enqueued_at and runnable_at, and those without one;
--- a scheduled item is never listed.
+-- runnable_at) order), aged from the later of enqueued_at and runnable_at, and those without one
+-- (in {runnable_null_order}, as the age reads them); a scheduled item is never listed.
 SELECT TOP (:limit_n) l.item, l.since, CAST(DATEDIFF_BIG(MILLISECOND, l.since, SYSUTCDATETIME()) / 1000.0 AS float) AS age_s,
        l.attempts, l.last_error, l.owner
 FROM (SELECT d.item, d.since, d.attempts, d.last_error, d.owner, d.exhausted
@@ -93,7 +93,7 @@ FROM (SELECT d.item, d.since, d.attempts, d.last_error, d.owner, d.exhausted
                    LEFT(CAST({error_sel} AS nvarchar(4000)), 500) AS last_error,
                    CAST({owner_sel} AS nvarchar(450)) AS owner, CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
             FROM {table} WHERE {status} IN (:ready_values) AND {runnable} IS NULL{open_and}
-            ORDER BY {status}, {key}) AS z) AS l
+            ORDER BY {status}, {runnable_null_order}) AS z) AS l
 WHERE l.exhausted = 0
 ORDER BY l.since, l.item
 -- @block waiting_status

@@ -69,7 +69,9 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
 -- @block lease_follow_runnable
 -- Age since the item became runnable: the later of enqueued_at and runnable_at (GREATEST needs SQL
 -- Server 2022: a CASE). Read TOP (:cap) in runnable_at order through an index that leads with it
--- (see depth.sql), for the passed range and the NULL range; a scheduled item is never read.
+-- (see depth.sql), for the passed range and the NULL range; a scheduled item is never read. The
+-- NULL range in {runnable_null_order}: the runnable column then the key, which its nonclustered
+-- index serves as it is (its rows carry the clustering key), the cap kept the oldest.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        CAST(CASE WHEN o.since IS NULL OR o.since > SYSUTCDATETIME() THEN 0
                  ELSE DATEDIFF_BIG(MILLISECOND, o.since, SYSUTCDATETIME()) END / 1000.0 AS float) AS value,
@@ -83,7 +85,7 @@ FROM (SELECT CASE WHEN d.since IS NULL OR z.since < d.since THEN z.since ELSE d.
             WHERE l.exhausted = 0) AS d
       CROSS JOIN (SELECT MIN(l.enq) AS since
                   FROM (SELECT TOP (:cap) {enqueued_at} AS enq, CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
-                        FROM {table} WHERE {free} AND {runnable} IS NULL{open_and} ORDER BY {runnable}) AS l
+                        FROM {table} WHERE {free} AND {runnable} IS NULL{open_and} ORDER BY {runnable_null_order}) AS l
                   WHERE l.exhausted = 0) AS z) AS o
 -- @block status_follow
 -- A status queue with max_attempts (issue 31): the oldest ready item below it, of at most :cap
@@ -99,7 +101,8 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
        'oldest ready item below max_attempts (of the first cap by status and key)' AS note
 -- @block status_follow_runnable
 -- Age since runnable (the later of enqueued_at and runnable_at), read TOP (:cap) in
--- (status, runnable_at) order for the passed and the NULL range; a scheduled item is never read.
+-- (status, runnable_at) order for the passed and the NULL range (that one in (status,
+-- {runnable_null_order}): the cap kept the oldest); a scheduled item is never read.
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        CAST(CASE WHEN o.since IS NULL OR o.since > SYSUTCDATETIME() THEN 0
                  ELSE DATEDIFF_BIG(MILLISECOND, o.since, SYSUTCDATETIME()) END / 1000.0 AS float) AS value,
@@ -115,7 +118,7 @@ FROM (SELECT CASE WHEN d.since IS NULL OR z.since < d.since THEN z.since ELSE d.
       CROSS JOIN (SELECT MIN(l.enq) AS since
                   FROM (SELECT TOP (:cap) {enqueued_at} AS enq, CASE WHEN {exhausted} THEN 1 ELSE 0 END AS exhausted
                         FROM {table} WHERE {status} IN (:ready_values) AND {runnable} IS NULL{open_and}
-                        ORDER BY {status}, {runnable}) AS l
+                        ORDER BY {status}, {runnable_null_order}) AS l
                   WHERE l.exhausted = 0) AS z) AS o
 -- @block due_follow
 -- A due queue with max_attempts (issue 33): the oldest due item below it (MassTransit's fetch:

@@ -63,7 +63,7 @@ ORDER BY l.since, l.item LIMIT :limit_n
 -- A lease queue with runnable_at, as oldest_age_s.sql (block lease_follow_runnable) reads its age:
 -- the free items below max_attempts whose runnable time has passed (at most :cap, in runnable_at
 -- order), aged from greatest(enqueued_at, runnable_at), and those without one (at most :cap, in
--- enqueue order); a scheduled item is never listed.
+-- {runnable_null_order}, the age's own read of that range); a scheduled item is never listed.
 SELECT l.item, l.since, round(extract(epoch FROM {clock} - l.since)::numeric, 1)::float8 AS age_s,
        l.attempts, l.last_error, CAST(NULL AS text) AS owner
 FROM ((SELECT {key} AS item, greatest({enqueued_at}, {runnable}) AS since, {attempts_sel} AS attempts,
@@ -71,7 +71,7 @@ FROM ((SELECT {key} AS item, greatest({enqueued_at}, {runnable}) AS since, {atte
        FROM {table} WHERE {free} AND {runnable} <= {clock}{open_and} ORDER BY {runnable} LIMIT :cap)
       UNION ALL
       (SELECT {key}, {enqueued_at}, {attempts_sel}, left(CAST({error_sel} AS text), 500), {exhausted}
-       FROM {table} WHERE {free} AND {runnable} IS NULL{open_and} ORDER BY {enqueued_at}, {key} LIMIT :cap)) AS l
+       FROM {table} WHERE {free} AND {runnable} IS NULL{open_and} ORDER BY {runnable_null_order} LIMIT :cap)) AS l
 WHERE NOT l.exhausted
 ORDER BY l.since, l.item LIMIT :limit_n
 -- @block waiting_status

@@ -95,7 +95,8 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
 -- runnable_at): a job scheduled for 10:00 has not waited at 09:59, and has waited 5 minutes at
 -- 10:05. Read in runnable_at order through an index that leads with it (see depth.sql), at most
 -- :cap items for each of the two ready ranges (runnable_at passed, runnable_at NULL); a scheduled
--- item is never read.
+-- item is never read. In the NULL range runnable_at is no order (equal keys sit in physical order):
+-- it is read in {runnable_null_order} (the key where that is the age's order, coltypes).
 SELECT :queue AS queue, 'oldest_age_s' AS metric,
        greatest(coalesce(extract(epoch FROM {clock} - least(
            (SELECT min(greatest(l.enq, l.run)) FROM (SELECT {enqueued_at} AS enq, {runnable} AS run, {exhausted} AS exhausted
@@ -104,7 +105,7 @@ SELECT :queue AS queue, 'oldest_age_s' AS metric,
             WHERE NOT l.exhausted),
            (SELECT min(l.enq) FROM (SELECT {enqueued_at} AS enq, {exhausted} AS exhausted
                                     FROM {table} WHERE {free} AND {runnable} IS NULL{open_and}
-                                    ORDER BY {runnable} LIMIT :cap) AS l
+                                    ORDER BY {runnable_null_order} LIMIT :cap) AS l
             WHERE NOT l.exhausted))), 0), 0)::float8 AS value,
        'since runnable: greatest(enqueued_at, runnable_at) of the ready items below max_attempts' AS note
 -- @block status_follow_skip

@@ -104,3 +104,48 @@ def test_the_oldest_of_the_jobs_without_a_runnable_time_is_read_whatever_their_p
 
     block, rows = _waiting(lab, cfg, "tasks")
     assert block == "waiting_reads" and abs(rows[0]["age_s"] - value) < 2, (block, rows[:2])
+
+
+# The lease kind's shape of the same: graphile-worker-like jobs whose immediate ones have a NULL
+# run_at, read through the partial index on the free jobs by run_at (equal NULL keys: physical order).
+LEASE_NULL_RUNNABLE = """
+CREATE TABLE {s}.jobs (
+    id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, run_at timestamptz,
+    attempts int NOT NULL DEFAULT 0, max_attempts int NOT NULL DEFAULT 25, last_error text,
+    locked_at timestamptz, locked_by text
+) WITH (autovacuum_enabled = false);
+CREATE INDEX jobs_free_run_at ON {s}.jobs (run_at) WHERE locked_at IS NULL;
+INSERT INTO {s}.jobs (created_at) SELECT now() - interval '3 hours' FROM generate_series(1, 3000);
+INSERT INTO {s}.jobs (created_at) SELECT now() - interval '2 hours' + g * interval '1 s'
+FROM generate_series(1, 1500) AS g;
+DELETE FROM {s}.jobs WHERE created_at < now() - interval '150 min';
+"""
+LEASE_NULL_RUNNABLE_AFTER = """
+INSERT INTO {s}.jobs (created_at) SELECT now() - interval '1 min' FROM generate_series(1, 1500);
+ANALYZE {s}.jobs;
+"""
+
+
+def test_a_lease_queue_reads_the_oldest_of_its_jobs_without_a_runnable_time(lab: Lab, schema: str,
+                                                                             write_cfg) -> None:  # noqa: ANN001
+    """Block lease_follow_runnable read the NULL range in run_at order, through the partial index on
+    the free jobs: the cap it kept was the first in physical order (the new jobs in the pages the
+    deleted ones freed). It reads the range in {runnable_null_order} now, as the list does."""
+    from tests.mapping.test_readiness import FOLLOW, _jobs_queue
+    from tests.mapping.test_waiting_list_is_the_age import _waiting
+
+    _setup(lab, schema, LEASE_NULL_RUNNABLE)
+    with lab.connect() as conn:
+        conn.execute(f'VACUUM "{schema}".jobs')
+    _setup(lab, schema, LEASE_NULL_RUNNABLE_AFTER)
+    cfg = write_cfg(target_section(lab) + _jobs_queue(schema, FOLLOW))
+    first = _sql(lab, schema, "SELECT created_at > now() - interval '5 min' FROM @S.jobs WHERE locked_at IS NULL AND run_at IS NULL "
+                              "ORDER BY run_at LIMIT 1")[0][0]
+    assert first, "the shape: in the run_at index's NULL range a new job comes first"
+    truth = _sql(lab, schema, "SELECT extract(epoch FROM now() - min(created_at))::float8 FROM @S.jobs "
+                              "WHERE locked_at IS NULL")[0][0]
+    value, note = oldest_age(cfg, "jobs")
+    print(f"\nLEASE NULL RANGE: age {value} s for {truth} s ({note})")
+    assert abs(value - truth) < 30, (value, truth, note)
+    block, rows = _waiting(lab, cfg, "jobs")
+    assert block == "waiting_lease_follow_runnable" and abs(rows[0]["age_s"] - value) < 2, (block, rows[:2])
