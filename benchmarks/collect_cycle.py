@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from collectors import registry, runner  # noqa: E402
 from queueops import config as config_mod  # noqa: E402
-from queueops import engine, sqlfiles  # noqa: E402
+from queueops import engine, sessions, sqlfiles  # noqa: E402
 from queueops.lab.pgserver import EmbeddedPostgres  # noqa: E402
 
 KINDS = ("delete", "status", "lease", "due")
@@ -240,7 +240,7 @@ def measure(cfg: config_mod.Config, cycles: int, rows: int) -> dict[str, Any]:
         if name in ("batched", "floor"):
             runner.keep_plans(conn)  # the service's session: statements kept prepared
         else:
-            conn.execute(runner.session_setup(target))  # planned at every execution
+            conn.execute(sessions.reading(target))  # planned at every execution
     naive = naive_statements(cfg, target, fast)
     floor = floor_statement(len(cfg.queues), rows)
     rtt = []

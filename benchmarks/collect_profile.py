@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.collect_cycle import bench_server, config_for  # noqa: E402
 from collectors import registry, runner  # noqa: E402
-from queueops import engine, sqlfiles  # noqa: E402
+from queueops import engine, sessions, sqlfiles  # noqa: E402
 
 
 def _plan(conn: engine.Connection, stmt: sqlfiles.Statement) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def profile(url: str, password: str, queues: int, repeat: int) -> dict[str, Any]
     cfg = config_for(url, password, queues)
     target = cfg.targets[0]
     conn = engine.connect(target, "collect", cfg.base_dir)
-    conn.execute(runner.session_setup(target))
+    conn.execute(sessions.reading(target))
     out: dict[str, Any] = {}
     try:
         runner.run_collectors(cfg, target, list(registry.by_cadence("fast")), conn=conn)  # warm caches

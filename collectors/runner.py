@@ -22,7 +22,7 @@ from typing import Any
 
 from collectors.counters import CounterRates
 from collectors.registry import COLLECTORS, Collector
-from queueops import catalog, coltypes, engine, mapping, sqlfiles
+from queueops import catalog, coltypes, engine, mapping, sessions, sqlfiles
 from queueops.config import Config, Queue, Target
 from queueops.rows import SnapshotRow, StatusRow, utcnow
 
@@ -203,21 +203,6 @@ def _memo(key: tuple[Any, ...], refs: tuple[Any, ...], build: Callable[[], list[
     return list(stmts)
 
 
-def session_setup(target: Target, kept_plans: bool = False) -> sqlfiles.Statement:
-    """Short timeouts and a non-blocking isolation level for every collector session (PostgreSQL:
-    generic plans on a connection that keeps its plans, see :func:`keep_plans`)."""
-    values = {"lock_timeout": f"{int(target.lock_timeout_ms)}ms",
-              "statement_timeout": f"{int(target.statement_timeout_ms)}ms"}
-    if target.dialect == "postgresql":
-        values["plan_cache_mode"] = "force_generic_plan" if kept_plans else "force_custom_plan"
-    return sqlfiles.load(target.dialect, "session_collect").render(
-        "main",
-        {"lock_timeout_ms": str(int(target.lock_timeout_ms)),
-         "statement_timeout_ms": str(int(target.statement_timeout_ms))},
-        values,
-    )
-
-
 # A connection that keeps its plans (the collector service's, open for many cycles) makes them
 # again when a table's rows (live + dead, from the statistics counters) moved by this factor or
 # more since they were made, once the larger side has REPLAN_MIN_ROWS rows (below that, any plan
@@ -227,7 +212,7 @@ REPLAN_MIN_ROWS = 1_000
 
 
 def keep_plans(conn: engine.Connection) -> None:
-    """Set up a long-lived collector session (instead of :func:`session_setup`) whose statements
+    """Set up a long-lived collector session (instead of :func:`queueops.sessions.reading`) whose statements
     are kept prepared and run with generic plans.
 
     Why: planning and parsing the batched statements was about half of a 100-queue cycle on
@@ -238,7 +223,7 @@ def keep_plans(conn: engine.Connection) -> None:
     caches parameterised plans by itself: nothing to do there. A connection opened for one cycle
     (the console's own collection) keeps nothing: there is nothing to reuse.
     """
-    rows = conn.execute(session_setup(conn.target, kept_plans=True))  # the session setup, generic plans
+    rows = conn.execute(sessions.reading(conn.target, kept_plans=True))  # the session setup, generic plans
     conn.server = rows[0] if rows else None
     conn.keep_prepared()
 
@@ -310,7 +295,7 @@ def run_collectors(cfg: Config, target: Target, collectors: Sequence[Collector] 
         database = engine.database_name(target, base)
         if conn is None:
             conn = engine.connect(target, "collect", base)
-            rows = conn.execute(session_setup(target))
+            rows = conn.execute(sessions.reading(target))
             conn.server = rows[0] if rows else None
             result.round_trips += 1
     except Exception as exc:  # noqa: BLE001 - an unreachable target is data, not a crash

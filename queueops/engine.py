@@ -168,7 +168,18 @@ def connect(target: Target, purpose: Purpose = "collect", base_dir: Path | None 
     app = application or f"queueops-{purpose}"
     if target.dialect == "postgresql":
         return Connection(target, "postgresql", _connect_pg(target, url, password, app))
-    return Connection(target, "mssql", _connect_mssql(target, url, password, app))
+    return Connection(target, "mssql", _connect_mssql(target, url, password, app, reads_uncommitted(purpose)))
+
+
+def reads_uncommitted(purpose: Purpose) -> bool:
+    """Whether a SQL Server session of ``purpose`` runs READ UNCOMMITTED: every session that only
+    reads (collectors, the console's drill-down, checks, discovery). Under READ COMMITTED without
+    RCSI a read waits on a dequeuer's exclusive row locks and holds shared ones up: a drill-down on a
+    busy queue stalled until its query timeout. Decided by the purpose, not by the application name
+    (the console's drill-down connected as 'queueops-console' and read at READ COMMITTED). An
+    action's session keeps READ COMMITTED: its previews say NOLOCK and its writes carry their own
+    hints (READPAST, UPDLOCK, READCOMMITTEDLOCK)."""
+    return purpose != "action"
 
 
 def _connect_pg(target: Target, url: str, password: str | None, app: str) -> Any:
@@ -202,7 +213,7 @@ def odbc_connection_string(url: str, password: str | None) -> str:
     return args[0]
 
 
-def _connect_mssql(target: Target, url: str, password: str | None, app: str) -> Any:
+def _connect_mssql(target: Target, url: str, password: str | None, app: str, uncommitted: bool) -> Any:
     try:
         import pyodbc
     except ImportError as exc:
@@ -213,8 +224,8 @@ def _connect_mssql(target: Target, url: str, password: str | None, app: str) -> 
         conn_str = odbc_connection_string(url, password) + f";APP={app}"
         conn = pyodbc.connect(conn_str, autocommit=True, timeout=max(1, int(target.connect_timeout_s)))
         conn.timeout = max(1, int(target.statement_timeout_ms / 1000))  # query timeout, seconds
-        if app.endswith("collect"):
-            # Collectors read without shared locks: they must never block a dequeuer.
+        if uncommitted:
+            # A reader takes no shared locks (Sch-S only): it never waits on, nor blocks, a dequeuer.
             conn.set_attr(pyodbc.SQL_ATTR_TXN_ISOLATION, pyodbc.SQL_TXN_READ_UNCOMMITTED)
         return conn
     except Exception as exc:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from queueops import coltypes, mapping, sqlfiles
+from queueops import coltypes, engine, mapping, sessions, sqlfiles
 from queueops.config import Queue
 
 LIMIT = 100
@@ -171,12 +171,23 @@ def read_of(queue: Queue, dialect: str, which: str, *, limit: int = LIMIT, key: 
     return Read(which, block, sqlf.render(block, frags, values))
 
 
-def read(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], queue: Queue, dialect: str, which: str, *,
-         limit: int = LIMIT, key: Any = None) -> list[dict[str, Any]]:
-    """Run one list's read through ``run`` (a target connection's ``execute``); for the waiting list
-    the queue's catalog types are read first through the same ``run`` (the other lists need none)."""
-    types = types_for(run, queue, dialect) if which == "waiting" else None
-    return run(read_of(queue, dialect, which, limit=limit, key=key, types=types).statement)
+def load(conn: engine.Connection, queue: Queue, which: str, *, limit: int = LIMIT,
+         key: Any = None) -> tuple[Read, list[dict[str, Any]]]:
+    """One list as the console reads it: ``(the read, its rows)`` on ``conn`` (a target connection
+    for reading), its session set up first as the collectors' (:func:`queueops.sessions.reading`:
+    statement and lock timeouts, read-only), so a drill-down never waits behind a queue's locks
+    unbounded; for the waiting list the queue's catalog types are read next (the other lists need
+    none)."""
+    conn.execute(sessions.reading(conn.target))
+    types = types_for(conn.execute, queue, conn.dialect) if which == "waiting" else None
+    read = read_of(queue, conn.dialect, which, limit=limit, key=key, types=types)
+    return read, conn.execute(read.statement)
+
+
+def read(conn: engine.Connection, queue: Queue, which: str, *, limit: int = LIMIT,
+         key: Any = None) -> list[dict[str, Any]]:
+    """The rows of :func:`load`."""
+    return load(conn, queue, which, limit=limit, key=key)[1]
 
 
 def types_for(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], queue: Queue,

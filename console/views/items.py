@@ -151,12 +151,9 @@ def _load(ctx: context.Ctx, q: Queue, which: str, key_text: str) -> Loaded:
     try:
         # A typed key is bound as text; the engine compares it in the key column's type (exact match).
         with engine.connection(target, "collect", ctx.cfg.base_dir, application="queueops-console") as conn:
-            # The catalog types first for the oldest-waiting list: it reads through the indexes the
-            # age reads. The stuck and key lists need none.
-            types = items.types_for(conn.execute, q, target.dialect) if which == "waiting" else None
-            read = items.read_of(q, target.dialect, which, key=key_text if which == "key" else None,
-                                 types=types)
-            rows = conn.execute(read.statement)
+            # The collectors' session settings first (timeouts, read-only), then for the
+            # oldest-waiting list the catalog types (it reads through the indexes the age reads).
+            read, rows = items.load(conn, q, which, key=key_text if which == "key" else None)
         return Loaded(q.name, which, key_text, rows, read.statement.sql, datetime.now().astimezone())
     except (items.NotApplicable, engine.TargetError) as exc:
         return Loaded(q.name, which, key_text, [], "", datetime.now().astimezone(),

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from collectors import registry, runner
-from queueops import coltypes, mapping, readiness, sqlfiles
+from queueops import coltypes, mapping, readiness, sessions, sqlfiles
 from queueops.commands.common import add_config_arg, load_config, print_json
 from queueops.config import Config, Queue, Target
 from queueops.identifiers import quote_table
@@ -116,7 +116,7 @@ def _refused(target: Target, queue: Queue, action: str, reason: str) -> Rendered
 
 def target_statements(cfg: Config, target: Target, collectors: list[str] | None = None) -> Iterator[Rendered]:
     """The collector session's setup, the catalog types read and every target-wide collector."""
-    yield _row(target, None, "session", "collect", "session_collect:main", runner.session_setup(target))
+    yield _row(target, None, "session", "collect", "session_collect:main", sessions.reading(target))
     if target.dialect == "mssql":  # config check --live: version, edition, each login's permissions
         check = sqlfiles.load("mssql", "server_check")
         yield _row(target, None, "catalog", "server_check", "server_check:server", check.render("server"),

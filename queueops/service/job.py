@@ -19,7 +19,7 @@ from datetime import datetime
 
 from collectors import runner
 from collectors.counters import CounterRates
-from queueops import engine
+from queueops import engine, sessions
 from queueops.config import Config
 from queueops.rows import StatusRow, utcnow
 from queueops.service.backoff import Backoff, probe_address, tcp_probe
@@ -148,7 +148,7 @@ class CollectJob:
         if not result.status or any(s.ok or s.timeout for s in result.status):
             return False
         try:
-            self.conn.execute(runner.session_setup(self.target, kept_plans=self.conn.kept_plans is not None))
+            self.conn.execute(sessions.reading(self.target, kept_plans=self.conn.kept_plans is not None))
         except engine.TargetError:
             return True
         return False

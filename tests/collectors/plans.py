@@ -7,7 +7,7 @@ from typing import Any
 
 from collectors import registry, runner
 from queueops import config as config_mod
-from queueops import engine
+from queueops import engine, sessions
 
 
 def explain(cfg: config_mod.Config, collector: str, target: str | None = None) -> dict[str, Any]:
@@ -17,7 +17,7 @@ def explain(cfg: config_mod.Config, collector: str, target: str | None = None) -
     assert stmt is not None
     conn = engine.connect(t, "collect", cfg.base_dir)
     try:
-        conn.execute(runner.session_setup(t))
+        conn.execute(sessions.reading(t))
         cur = conn.raw.cursor()
         cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + stmt.sql, stmt.params)
         return cur.fetchone()[0][0]["Plan"]

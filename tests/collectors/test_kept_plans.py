@@ -16,7 +16,7 @@ import pytest
 
 from collectors import registry, runner
 from queueops import config as config_mod
-from queueops import engine
+from queueops import engine, sessions
 
 FAST = list(registry.by_cadence("fast"))
 
@@ -119,7 +119,7 @@ def test_a_one_cycle_connection_keeps_nothing(empty_due) -> None:  # noqa: ANN00
     cfg = empty_due
     conn = engine.connect(cfg.targets[0], "collect", cfg.base_dir)
     try:
-        conn.execute(runner.session_setup(cfg.targets[0]))
+        conn.execute(sessions.reading(cfg.targets[0]))
         cycle(cfg, conn)
         assert conn.kept_plans is None
         assert conn.raw.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0] == 0

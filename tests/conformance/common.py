@@ -195,7 +195,7 @@ def stuck_list(cfg: config.Config, queue: str) -> list[Any]:
     q = cfg.queue(queue)
     target = cfg.target(q.target)
     with engine.connection(target, "collect", cfg.base_dir, application="queueops-conformance") as conn:
-        rows = items.read(conn.execute, q, target.dialect, "stuck")
+        rows = items.read(conn, q, "stuck")
     return sorted(r["item"] for r in rows)
 
 
@@ -227,7 +227,7 @@ def assert_waiting_list_is_the_age(config_for: Callable[[str], config.Config], q
         q = cfg.queue(queue)
         target = cfg.target(q.target)
         with engine.connection(target, "collect", cfg.base_dir, application="queueops-conformance") as conn:
-            rows = items.read(conn.execute, q, target.dialect, "waiting")
+            rows = items.read(conn, q, "waiting")
         ages = [float(r["age_s"]) for r in rows]
         assert rows and abs(ages[0] - age) <= AGE_SLACK_S, (zone, age, rows[:3])
         assert ages == sorted(ages, reverse=True), (zone, ages[:10])

@@ -26,11 +26,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from psycopg import sql
 
-from queueops import actions, presets
+from queueops import actions, engine, presets
 from tests.conformance import common
 from tests.conftest import Lab
 
@@ -333,17 +332,13 @@ def test_below_the_cap_a_held_job_is_not_waiting_anywhere(lab: Lab) -> None:
         assert (got["depth"].value, got["depth"].note) == (420, "exact"), got
         assert abs(got["oldest_age_s"].value - want["oldest_age_s"]) <= common.AGE_SLACK_S, (got, want)  # type: ignore[operator]
         queue = cfg.queue("que")
-        rows = items.read(lambda st: _run(lab, st), queue, "postgresql", "waiting")
+        with engine.connection(cfg.target(queue.target), "collect", cfg.base_dir) as conn:
+            rows = items.read(conn, queue, "waiting")
         assert rows and not held & {r["item"] for r in rows}, rows[:3]
     finally:
         worker.close()
         with lab.connect() as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-
-
-def _run(lab: Lab, stmt: object) -> list[dict[str, object]]:
-    with lab.connect(row_factory=psycopg.rows.dict_row) as conn:
-        return list(conn.execute(stmt.sql, stmt.params).fetchall())  # type: ignore[attr-defined]
 
 
 def test_a_dead_workers_jobs_are_taken_again_by_ques_poll_and_requeue_is_refused(lab: Lab,

@@ -47,6 +47,7 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
+from queueops import sessions
 from tests.conftest import ROOT, Lab
 
 TIMEOUT = 180
@@ -480,7 +481,6 @@ def test_collectors_log_in_as_the_collector_and_actions_as_the_action_login(run:
 
 
 def test_collector_and_preview_sessions_refuse_to_write(run: Run) -> None:
-    from collectors import runner
     from queueops import config as config_mod
     from queueops import engine, sqlfiles
     from queueops.actions.session import open_session
@@ -489,7 +489,7 @@ def test_collector_and_preview_sessions_refuse_to_write(run: Run) -> None:
     target = cfg.target("lab")
     write = sqlfiles.render("UPDATE lab.q_lease SET attempts = attempts WHERE id < 0", "postgresql", {}, {})
     with engine.connection(target, "collect", cfg.base_dir) as conn:
-        conn.execute(runner.session_setup(target))
+        conn.execute(sessions.reading(target))
         with pytest.raises(engine.TargetError, match="read-only transaction"):
             conn.execute(write)
     preview = open_session(target, cfg.base_dir, "queueops-test-preview", read_only=True)

@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from collectors import registry, runner
 from queueops import config as config_mod
-from queueops import sqlfiles
+from queueops import sessions, sqlfiles
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def test_item6_the_persistent_version_store_is_read_where_the_server_has_it() ->
     assert "'persistent_version_store_kb'" in new.sql
     sqlglot.parse(new.sql, read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
     # The collector session reads the version and edition that choose it.
-    assert "SERVERPROPERTY('ProductMajorVersion')" in runner.session_setup(target).sql
+    assert "SERVERPROPERTY('ProductMajorVersion')" in sessions.reading(target).sql
 
 
 def test_item10_the_kill_guard_converts_login_time_on_the_server() -> None:
@@ -194,7 +194,7 @@ def test_item9_the_docs_say_what_a_collector_can_hold_and_the_session_bounds_its
     security = (ROOT / "docs" / "security.md").read_text()
     assert "can never block a dequeuer" not in readme and "cannot block a dequeuer" not in security
     assert "Sch-S" in security and "Sch-M" in security and "statement_timeout_ms" in security
-    setup = runner.session_setup(_cfg("rebus").targets[0]).sql
+    setup = sessions.reading(_cfg("rebus").targets[0]).sql
     assert "SET LOCK_TIMEOUT 1000;" in setup
 
 

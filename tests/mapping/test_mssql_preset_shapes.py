@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from collectors import registry, runner
 from queueops import config as config_mod
-from queueops import indexadvice, sqlfiles
+from queueops import indexadvice, sessions, sqlfiles
 from queueops.commands import sql as sqlcmd
 from tests.mapping.upstream_ddl import BY_PRESET, Upstream
 
@@ -181,7 +181,7 @@ def test_collector_session_isolation_and_lock_timeout() -> None:
     from queueops import engine
 
     cfg = load(EXAMPLES[0])
-    setup = runner.session_setup(cfg.targets[0]).sql
+    setup = sessions.reading(cfg.targets[0]).sql
     assert "SET LOCK_TIMEOUT 1000" in setup and "SET DEADLOCK_PRIORITY LOW" in setup
     assert "READ_UNCOMMITTED" in Path(engine.__file__).read_text() or "READ UNCOMMITTED" in Path(engine.__file__).read_text()
     for path in EXAMPLES:

@@ -102,7 +102,7 @@ def test_the_oldest_of_the_jobs_without_a_runnable_time_is_read_whatever_their_p
     assert abs(value - truth) < 30, (value, truth, note)
     from tests.mapping.test_waiting_list_is_the_age import _waiting
 
-    block, rows = _waiting(lab, cfg, "tasks")
+    block, rows = _waiting(cfg, "tasks")
     assert block == "waiting_reads" and abs(rows[0]["age_s"] - value) < 2, (block, rows[:2])
 
 
@@ -147,5 +147,5 @@ def test_a_lease_queue_reads_the_oldest_of_its_jobs_without_a_runnable_time(lab:
     value, note = oldest_age(cfg, "jobs")
     print(f"\nLEASE NULL RANGE: age {value} s for {truth} s ({note})")
     assert abs(value - truth) < 30, (value, truth, note)
-    block, rows = _waiting(lab, cfg, "jobs")
+    block, rows = _waiting(cfg, "jobs")
     assert block == "waiting_lease_follow_runnable" and abs(rows[0]["age_s"] - value) < 2, (block, rows[:2])

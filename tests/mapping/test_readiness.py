@@ -256,7 +256,7 @@ def test_a_lock_until_lease_is_ready_once_passed_and_requeue_sets_it_to_now(lab:
     # The drill-down's stuck list (it had none for lock-until leases): the same 4, by the same rule.
     dead = sorted(r[0] for r in _sql(lab, schema, "SELECT id FROM @S.tasks WHERE locked_by = 'dead'"))
     with engine.connection(cfg.targets[0], "collect", cfg.base_dir) as conn:
-        assert sorted(r["item"] for r in items.read(conn.execute, cfg.queue("jobs"), "postgresql", "stuck")) == dead
+        assert sorted(r["item"] for r in items.read(conn, cfg.queue("jobs"), "stuck")) == dead
     plan = actions.plan(cfg, "requeue", "jobs")
     assert plan.preview.row_count == 4 and '"lock" = now()' in plan.preview.sql
     assert actions.execute(cfg, plan).rows_affected == 4

@@ -13,6 +13,7 @@ from __future__ import annotations
 from psycopg import sql
 
 from collectors import registry, runner
+from queueops import sessions
 from queueops.config import Config
 from tests.conftest import Lab
 from tests.mapping.conftest import lab_copy_sections
@@ -45,10 +46,38 @@ def test_physical_stats_collectors_run_one_queue_per_statement(lab: Lab, lab_cop
         result = runner.CycleResult()
         conn = runner.engine.connect(target, "collect", cfg.base_dir)
         try:
-            conn.execute(runner.session_setup(target))
+            conn.execute(sessions.reading(target))
             trips = runner._run_one(registry.by_name(name), target, queues, conn,  # noqa: SLF001
                                     runner.utcnow(), "db", result)
         finally:
             conn.close()
         applicable = [q for q in queues if runner.build_statement(registry.by_name(name), target, [q]) is not None]
         assert trips == len(applicable) > 1, name  # one statement (and one timeout) per queue
+
+
+def test_the_drill_down_reads_on_the_collectors_session_a_locked_table_times_out(lab: Lab, lab_copy: str,
+                                                                                write_cfg) -> None:  # noqa: ANN001
+    """The console's drill-down (items.load) read on a connection without the collectors' settings:
+    no lock_timeout, no statement_timeout, writable. Behind a migration's ACCESS EXCLUSIVE lock it
+    waited as long as the lock was held (every dequeuer queued behind it did too). It sets the
+    session up as the collectors do now: the read ends at the target's lock timeout, named as one."""
+    from queueops import engine, items, sqlfiles
+
+    cfg: Config = write_cfg(lab_copy_sections(lab, lab_copy))
+    q = cfg.queue("lease")
+    holder = lab.connect(autocommit=False)
+    try:
+        holder.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(sql.Identifier(lab_copy, "q_lease")))
+        with engine.connection(cfg.targets[0], "collect", cfg.base_dir, application="queueops-console") as conn:
+            try:
+                items.read(conn, q, "stuck")
+            except engine.TargetError as exc:
+                assert exc.timeout and "lock timeout" in str(exc), exc
+            else:
+                raise AssertionError("the drill-down read a table held ACCESS EXCLUSIVE")
+            show = sqlfiles.Statement("SELECT current_setting('default_transaction_read_only') AS v")
+            assert conn.execute(show)[0]["v"] == "on"
+    finally:
+        holder.rollback()
+        holder.close()
+

@@ -9,13 +9,10 @@ exhausted Oban job at the top. Each shape here is read against a direct min() of
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
-from psycopg import rows as pg_rows
 
 from queueops import config as config_mod
-from queueops import items, sqlfiles
+from queueops import engine, items
 from tests.conftest import Lab
 from tests.mapping.conftest import oldest_age, target_section
 from tests.mapping.test_readiness import _setup, _sql
@@ -62,18 +59,11 @@ RUNNABLE_QUEUE = ('[[queues]]\nname = "jobs"\ntarget = "lab"\nkind = "status"\ns
                   'attempts_column = "retry_count"\nrunnable_at = "start_after"\n')
 
 
-def _runner(lab: Lab) -> Callable[[sqlfiles.Statement], list[dict[str, object]]]:
-    def run(stmt: sqlfiles.Statement) -> list[dict[str, object]]:
-        with lab.connect(row_factory=pg_rows.dict_row) as conn:
-            return list(conn.execute(stmt.sql, stmt.params).fetchall())
-    return run
-
-
-def _waiting(lab: Lab, cfg: config_mod.Config, queue: str = "jobs") -> tuple[str, list[dict[str, object]]]:
+def _waiting(cfg: config_mod.Config, queue: str = "jobs") -> tuple[str, list[dict[str, object]]]:
     q = cfg.queue(queue)
-    run = _runner(lab)
-    block = items.read_of(q, "postgresql", "waiting", types=items.types_for(run, q, "postgresql")).block
-    return block, items.read(run, q, "postgresql", "waiting")
+    with engine.connection(cfg.target(q.target), "collect", cfg.base_dir) as conn:
+        read, rows = items.load(conn, q, "waiting")
+    return read.block, rows
 
 
 @pytest.mark.parametrize("follow", [False, True])
@@ -86,7 +76,7 @@ def test_river_and_oban_shape_lists_the_older_job_of_another_queue_first(lab: La
     more = 'attempts_column = "attempt"\nmax_attempts = "max_attempts"\n' if follow else ""
     cfg = write_cfg(target_section(lab) + SKIP_QUEUE.format(schema=schema, more=more))
     value, note = oldest_age(cfg, "jobs")
-    block, rows = _waiting(lab, cfg)
+    block, rows = _waiting(cfg)
     print(f"\nWAITING follow={follow}: block {block}, {len(rows)} rows, first {rows[0]['age_s']} s; age {value} s ({note})")
     assert block == "waiting_reads"
     expected = 1200 if follow else 7200
@@ -104,7 +94,7 @@ def test_pgboss_shape_lists_no_job_sent_for_later_and_ages_a_retry_from_its_star
     truth = _sql(lab, schema, "SELECT extract(epoch FROM now() - min(greatest(created_on, start_after)))::float8 "
                               "FROM @S.job WHERE state IN ('created', 'retry') AND start_after <= now()")[0][0]
     value, _ = oldest_age(cfg, "jobs")
-    block, rows = _waiting(lab, cfg)
+    block, rows = _waiting(cfg)
     print(f"\nWAITING pg-boss shape: block {block}, {len(rows)} rows, first {rows[0]['age_s']} s; age {value} s")
     assert block == "waiting_reads"
     assert abs(value - truth) < 30 and abs(rows[0]["age_s"] - value) < 2, (truth, value, rows[:2])
@@ -120,7 +110,7 @@ def test_a_plain_status_queue_keeps_its_key_order_list(lab: Lab, schema: str, wr
                                      "CREATE INDEX jobs_fetch ON {s}.jobs (state, id);"))
     cfg = write_cfg(target_section(lab) + SKIP_QUEUE.format(schema=schema, more=""))
     value, _ = oldest_age(cfg, "jobs")
-    block, rows = _waiting(lab, cfg)
+    block, rows = _waiting(cfg)
     assert block == "waiting_status" and abs(rows[0]["age_s"] - value) < 2 and abs(value - 60) < 30, rows[:1]
 
 
@@ -184,7 +174,7 @@ def test_a_lease_or_due_queue_lists_no_item_its_age_leaves_out(lab: Lab, schema:
     _setup(lab, schema, ddl)
     cfg = write_cfg(target_section(lab) + queue.format(schema=schema))
     value, _ = oldest_age(cfg, "jobs")
-    got, rows = _waiting(lab, cfg)
+    got, rows = _waiting(cfg)
     print(f"\nWAITING {block}: {len(rows)} rows, first {rows[0]['age_s']} s; age {value} s")
     assert got == block
     assert abs(value - oldest_s) < 30 and abs(rows[0]["age_s"] - value) < 2, (value, rows[:2])

@@ -23,7 +23,7 @@ import time  # noqa: E402
 
 from collectors import registry, runner  # noqa: E402
 from queueops import config as config_mod  # noqa: E402
-from queueops import engine, livecheck, sqlfiles  # noqa: E402
+from queueops import engine, livecheck, sessions, sqlfiles  # noqa: E402
 
 
 def test_the_kill_guard_matches_the_login_time_it_read_and_kills(mssql) -> None:  # noqa: ANN001
@@ -120,7 +120,7 @@ def test_the_persistent_version_store_is_read_where_the_server_has_it(mssql) -> 
     got = {r.metric: r for r in result.rows}
     conn = engine.connect(cfg.targets[0], "collect", cfg.base_dir)
     try:
-        server = conn.execute(runner.session_setup(cfg.targets[0]))[0]
+        server = conn.execute(sessions.reading(cfg.targets[0]))[0]
     finally:
         conn.close()
     if runner.has_pvs(server):

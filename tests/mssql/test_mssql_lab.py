@@ -211,3 +211,25 @@ def test_churn_splits_pages_and_lowers_density(mssql) -> None:  # noqa: ANN001
     assert value(after, "due", "index_fragmentation_max_pct") > (value(before, "due", "index_fragmentation_max_pct") or 0)
     assert value(after, "due", "page_density_pct") < value(before, "due", "page_density_pct")
     assert after[("due", "page_density_pct")].note == "DETAILED"
+
+
+def test_the_drill_down_reads_past_a_dequeuers_exclusive_lock(mssql) -> None:  # noqa: ANN001
+    """The console's items drill-down opens its connection as 'queueops-console'; it read at READ
+    COMMITTED (the isolation was chosen by the application name's suffix) and so waited on a held
+    exclusive lock until its query timeout. Every reading session is READ UNCOMMITTED now
+    (engine.reads_uncommitted): the list comes back while the lock is held."""
+    from queueops import engine, items
+
+    srv, cfg, conn = mssql
+    srv.run(conn, "produce_lease", n=5, age_s=60)
+    q = cfg.queue("lease")
+    target = cfg.target(q.target)
+    holder = srv.connect(autocommit=False)
+    try:
+        srv.run(holder, "lock_hold_lease")  # the exclusive table lock stays: no commit
+        with engine.connection(target, "collect", cfg.base_dir, application="queueops-console") as reader:
+            rows = items.read(reader, q, "waiting")
+        assert len(rows) == 5, rows
+    finally:
+        holder.rollback()
+        holder.close()
