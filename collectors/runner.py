@@ -470,9 +470,13 @@ def _catalog_types(target: Target, queues: Sequence[Queue], conn: engine.Connect
             return hit[1]
     result.round_trips += 1
     try:
-        types = coltypes.read_types(conn, queues)
+        types, unread = coltypes.read_types_apart(conn, queues)
     except engine.TargetError:
         return {}  # the collectors' own statements fail too, and say why in their status rows
+    if unread:
+        # A table held by a lock (a migration): the other queues keep their types; these are read
+        # again next cycle rather than kept for TYPES_TTL_S without the locked table's.
+        return types
     with _TYPES_LOCK:
         _TYPES[key] = (time.monotonic(), types)
     return types

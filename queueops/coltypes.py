@@ -153,7 +153,47 @@ def read_types(conn: engine.Connection, queues: Iterable[Queue]) -> dict[tuple[s
 def read_types_with(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], dialect: str,
                     queues: Iterable[Queue]) -> dict[tuple[str, str], ColumnType]:
     """:func:`read_types` through any statement runner (an action's session, for one)."""
-    pairs = sorted({(qualified(s, t, dialect), c) for q in queues for _, s, t, c in mapped_columns(q)})
+    return _read_pairs(run, dialect, _pairs(queues, dialect))
+
+
+def read_types_apart(conn: engine.Connection, queues: Iterable[Queue]) -> tuple[dict[tuple[str, str], ColumnType],
+                                                                                tuple[str, ...]]:
+    """:func:`read_types`, where a table whose read fails costs only its own columns: ``(types,
+    the quoted tables not read)``.
+
+    Why: reading an index's predicate or definition (``pg_get_expr``, ``pg_get_indexdef``) takes
+    ACCESS SHARE on its table, so a migration's ACCESS EXCLUSIVE lock on one queue table failed the
+    one statement of every table at the lock timeout, and every queue of the target was collected
+    without its types (no skip reads, the NULL range read in no order) while it lasted. One
+    statement still reads them all; only when it fails is each table read by a statement of its
+    own, and those that fail again are left out."""
+    pairs = _pairs(queues, conn.dialect)
+    try:
+        return _read_pairs(conn.execute, conn.dialect, pairs), ()
+    except engine.TargetError:
+        tables = sorted({t for t, _ in pairs})
+        if len(tables) < 2:
+            raise
+    out: dict[tuple[str, str], ColumnType] = {}
+    unread: list[str] = []
+    failed: engine.TargetError | None = None
+    for table in tables:
+        try:
+            out.update(_read_pairs(conn.execute, conn.dialect, [p for p in pairs if p[0] == table]))
+        except engine.TargetError as exc:
+            unread.append(table)
+            failed = failed or exc
+    if failed is not None and len(unread) == len(tables):
+        raise failed  # not one table: the target's problem, not a table's
+    return out, tuple(unread)
+
+
+def _pairs(queues: Iterable[Queue], dialect: str) -> list[tuple[str, str]]:
+    return sorted({(qualified(s, t, dialect), c) for q in queues for _, s, t, c in mapped_columns(q)})
+
+
+def _read_pairs(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], dialect: str,
+                pairs: list[tuple[str, str]]) -> dict[tuple[str, str], ColumnType]:
     if not pairs:
         return {}
     out: dict[tuple[str, str], ColumnType] = {}

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueops import presets, sqlfiles
+from queueops import engine, presets, sessions, sqlfiles
 
 ENQUEUED = ("enqueued_at", "created_at", "created", "createdat", "inserted_at", "queued_at", "insertedon",
             "created_on", "createdon", "enqueue_time", "enqueuetime", "enqueued_on", "queued_on", "submitted_at",
@@ -146,6 +146,9 @@ class Table:
     indexes: list[tuple[str, list[str], bool, bool]] = field(default_factory=list)  # name, keys, primary, partial
     fks: list[tuple[str, str, str, str]] = field(default_factory=list)  # column, ref schema, ref table, ref column
     unique_keys: list[list[str]] = field(default_factory=list)  # the keys of its unique indexes (primary included)
+    # Its CHECK constraints could not be read (a lock held on it: _checks), so a status column's
+    # values a CHECK lists are missing from this reading.
+    checks_unread: bool = False
 
     @property
     def qualified(self) -> str:
@@ -214,8 +217,10 @@ class Proposal:
 
 
 # -- reading the catalog -------------------------------------------------------------------------------
-def read_catalog(conn: Any) -> dict[tuple[str, str], Table]:
-    """Every user table of the connection's database, with columns, indexes, keys and activity."""
+def read_catalog(conn: engine.Connection) -> dict[tuple[str, str], Table]:
+    """Every user table of the connection's database, with columns, indexes, keys and activity,
+    read on a reading session (:func:`queueops.sessions.reading`: lock and statement timeouts)."""
+    conn.execute(sessions.reading(conn.target))
     sqlf = sqlfiles.load(conn.dialect, "discover")
     tables: dict[tuple[str, str], Table] = {}
     for r in conn.execute(sqlf.render("tables")):
@@ -245,12 +250,36 @@ def read_catalog(conn: Any) -> dict[tuple[str, str], Table]:
         if t is not None:
             t.fks.append((r["column_name"], r["ref_schema"], r["ref_table"], r["ref_column"]))
     if sqlf.has_block("checks"):
-        for r in conn.execute(sqlf.render("checks")):
+        for r in _checks(conn, sqlf, tables):
             t = tables.get((r["schema_name"], r["table_name"]))
             col = t.columns.get(r["column_name"]) if t is not None else None
             if col is not None:
                 col.checks += [v for v in check_values(r["definition"] or "", col.name) if v not in col.checks]
     return tables
+
+
+def _checks(conn: engine.Connection, sqlf: sqlfiles.SqlFile,
+            tables: dict[tuple[str, str], Table]) -> list[dict[str, Any]]:
+    """The one-column CHECK constraints' definitions. Printing one (pg_get_constraintdef) takes
+    ACCESS SHARE on its table: one table of the database held by a migration failed the read of
+    every table's at the lock timeout (and, before discovery set one, hung it). Then each table's
+    are read apart, and a table whose read times out again is marked ``checks_unread``."""
+    try:
+        return conn.execute(sqlf.render("checks"))
+    except engine.TargetError as exc:
+        if not exc.timeout or not sqlf.has_block("checks_of"):
+            raise
+    rows: list[dict[str, Any]] = []
+    for t in conn.execute(sqlf.render("check_tables")):
+        try:
+            rows += conn.execute(sqlf.render("checks_of", {}, {"relid": t["relid"]}))
+        except engine.TargetError as exc:
+            if not exc.timeout:
+                raise
+            table = tables.get((t["schema_name"], t["table_name"]))
+            if table is not None:
+                table.checks_unread = True
+    return rows
 
 
 def check_values(definition: str, column: str) -> list[str]:
@@ -717,6 +746,10 @@ def survey(tables: dict[tuple[str, str], Table], dialect: str) -> list[Proposal]
             if side is None or side is p or side.side_of or side.preset or side.strong:
                 continue
             _mark_side(side, p, f"referenced by {p.table.name}.{fk_col} (a foreign key): a lookup or registry table")
+    for f in found.values():
+        if f.table.checks_unread:
+            f.advice.append("its CHECK constraints were not read (a lock was held on the table, a migration?): "
+                            "status values a CHECK lists may be missing here; run discover again")
     return _ordered(list(found.values()))
 
 

@@ -28,7 +28,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueops import coltypes, engine, indexadvice, mapping, presets, privileges, readiness, secrets, sqlfiles
+from queueops import (
+    coltypes,
+    engine,
+    indexadvice,
+    mapping,
+    presets,
+    privileges,
+    readiness,
+    secrets,
+    sessions,
+    sqlfiles,
+)
 from queueops.config import Config, Queue, Target
 from queueops.finding import Finding
 
@@ -527,6 +538,10 @@ def report_live(cfg: Config) -> LiveReport:
             report.findings.append(Finding("error", None, "target", target.name, f"cannot connect: {exc}"))
             continue
         try:
+            # The collectors' session: a table held by a lock (a migration) ends its reads at the
+            # target's lock timeout, as a finding, instead of holding the check (and the console's
+            # Settings page) for as long as the lock is held.
+            conn.execute(sessions.reading(target))
             if target.dialect == "postgresql":
                 # Only a missing index can then leave a scan or a sort in a plan (queue tables are
                 # often empty or small when checked, and the planner would rightly scan those).
@@ -538,34 +553,48 @@ def report_live(cfg: Config) -> LiveReport:
                 from queueops import mssqlcheck
 
                 online = mssqlcheck.online_index(_mssql_server(cfg, target, conn, queues, report))
-            types = coltypes.read_types(conn, [q for q in queues if q.name not in blocked])
+            # A table held by a lock costs its own queue's types only (its checks then fail alone).
+            types, _ = coltypes.read_types_apart(conn, [q for q in queues if q.name not in blocked])
             for q in queues:
                 report.details.append(_describe(q, types, target.dialect))
                 if q.name in blocked:
                     continue  # the privilege findings say why; every statement of this queue would fail
-                missing = _existence(conn, q)
-                report.findings += missing
-                if missing:
-                    continue
-                report.findings += _not_a_table(q, types, target.dialect)
-                problems = coltypes.problems(q, types, target.dialect)
-                report.findings += [Finding(p.severity, q.name, p.field, p.value, p.message, p.fix)
-                                    for p in problems]
-                report.findings += coverage(q, target)
-                report.findings += _requeue_offer(conn, q, report)
-                if q.kind != "ring" and not problems:
-                    seeks = (_pg_seeks(conn, target, q, types) if target.dialect == "postgresql"
-                             else _mssql_seeks(conn, q, types, online))
-                    report.findings += seeks
-                    if target.dialect == "postgresql":
-                        report.findings += _pg_stuck_served(conn, q)
-                        if not any(f.field == "oldest_age_s" for f in seeks):
-                            report.findings += _pg_age_lower_bound(q, types)
+                try:
+                    report.findings += _check_queue(conn, target, q, types, online, report)
+                except engine.TargetError as exc:
+                    # One queue's table held by a lock (a migration) or unreadable: that queue's
+                    # error, the other queues still checked.
+                    why = " (a lock is held on its table: the target's lock_timeout_ms ended the read)" \
+                        if exc.timeout else ""
+                    report.findings.append(Finding("error", q.name, "table", q.table, f"check failed{why}: {exc}"))
         except engine.TargetError as exc:
             report.findings.append(Finding("error", None, "target", target.name, f"check failed: {exc}"))
         finally:
             conn.close()
     return report
+
+
+def _check_queue(conn: engine.Connection, target: Target, q: Queue, types: mapping.Types, online: bool | None,
+                 report: LiveReport) -> list[Finding]:
+    """One queue's findings: its table and columns, types, coverage, requeue, and the plans of its
+    reads. A statement that fails raises TargetError: the caller makes it this queue's error."""
+    missing = _existence(conn, q)
+    if missing:
+        return missing
+    out = list(_not_a_table(q, types, target.dialect))
+    problems = coltypes.problems(q, types, target.dialect)
+    out += [Finding(p.severity, q.name, p.field, p.value, p.message, p.fix) for p in problems]
+    out += coverage(q, target)
+    out += _requeue_offer(conn, q, report)
+    if q.kind != "ring" and not problems:
+        seeks = (_pg_seeks(conn, target, q, types) if target.dialect == "postgresql"
+                 else _mssql_seeks(conn, q, types, online))
+        out += seeks
+        if target.dialect == "postgresql":
+            out += _pg_stuck_served(conn, q)
+            if not any(f.field == "oldest_age_s" for f in seeks):
+                out += _pg_age_lower_bound(q, types)
+    return out
 
 
 def check_live(cfg: Config) -> list[str]:

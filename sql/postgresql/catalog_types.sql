@@ -89,7 +89,16 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
                                         ', ' ORDER BY k.n)
                       FROM generate_series(0, i.indnkeyatts - 1) AS k (n)
                       JOIN pg_attribute AS ka ON ka.attrelid = i.indrelid AND ka.attnum = i.indkey[k.n]) AS ord
-              FROM pg_index AS i
+              -- Only this table's (or its partitions') valid partial indexes, chosen before
+              -- pg_get_expr reads a predicate (OFFSET 0 keeps the filter below it): pg_get_expr takes
+              -- ACCESS SHARE on the index's table, and evaluated for every partial index of the
+              -- database it waited on any table a migration held, for every queue table's columns.
+              FROM (SELECT i0.* FROM pg_index AS i0
+                    WHERE i0.indrelid IN (SELECT c.oid WHERE c.relkind <> 'p'
+                                          UNION ALL SELECT pt.relid FROM pg_partition_tree(c.oid) AS pt
+                                                    WHERE c.relkind = 'p' AND pt.isleaf)
+                      AND i0.indisvalid AND i0.indpred IS NOT NULL
+                    OFFSET 0) AS i
               JOIN pg_class AS ic ON ic.oid = i.indexrelid
               JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'
               CROSS JOIN LATERAL (SELECT pg_get_expr(i.indpred, i.indrelid) AS pred) AS pr
@@ -109,10 +118,7 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
                          substr(f0.shape, length(f0.head) + 1) ~ '^=ANYARRAY\[\?(,\?)*\]$' AS any_form
               ) AS f1
               CROSS JOIN LATERAL (SELECT f1.*, CASE WHEN f1.any_form THEN '=ANY' ELSE f1.op1 END AS op) AS f
-              WHERE i.indrelid IN (SELECT c.oid WHERE c.relkind <> 'p'
-                                   UNION ALL SELECT pt.relid FROM pg_partition_tree(c.oid) AS pt
-                                             WHERE c.relkind = 'p' AND pt.isleaf)
-                AND i.indisvalid AND i.indpred IS NOT NULL AND f.op IS NOT NULL
+              WHERE f.op IS NOT NULL
                 AND NOT EXISTS (SELECT 1 FROM generate_series(0, i.indnkeyatts - 1) AS z (n) WHERE i.indkey[z.n] = 0)
                 AND left(f.shape, length(f.head)) = f.head
                 AND (f.op IN ('=', '=ANY') OR (ty.typtype = 'e' AND cardinality(f.vals) = 1))) AS p
