@@ -265,14 +265,14 @@ def _checks(conn: engine.Connection, sqlf: sqlfiles.SqlFile,
     every table's at the lock timeout (and, before discovery set one, hung it). Then each table's
     are read apart, and a table whose read times out again is marked ``checks_unread``."""
     try:
-        return conn.execute(sqlf.render("checks"))
+        return conn.execute(sqlf.render("checks", {}, {"relid": None}))
     except engine.TargetError as exc:
-        if not exc.timeout or not sqlf.has_block("checks_of"):
+        if not exc.timeout or not sqlf.has_block("check_tables"):
             raise
     rows: list[dict[str, Any]] = []
     for t in conn.execute(sqlf.render("check_tables")):
         try:
-            rows += conn.execute(sqlf.render("checks_of", {}, {"relid": t["relid"]}))
+            rows += conn.execute(sqlf.render("checks", {}, {"relid": t["relid"]}))
         except engine.TargetError as exc:
             if not exc.timeout:
                 raise

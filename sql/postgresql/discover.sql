@@ -58,9 +58,10 @@ WHERE k.contype = 'f' AND cardinality(k.conkey) = 1
 ORDER BY 1, 2, 3
 -- @block checks
 -- One-column CHECK constraints: a text status column's values (status IN ('queued', 'consumed', ...)),
--- which discover reads as it reads an enum's labels. pg_get_constraintdef takes ACCESS SHARE on the
--- constraint's table: when one table is held by a lock this read times out, and discovery reads
--- each table's apart (check_tables, checks_of), the locked one left out.
+-- which discover reads as it reads an enum's labels; every table's (:relid NULL) or one table's.
+-- pg_get_constraintdef takes ACCESS SHARE on the constraint's table: when one table is held by a
+-- lock the read of every table's times out, and discovery reads them table by table (the tables
+-- from check_tables), the locked one left out.
 SELECT n.nspname AS schema_name, c.relname AS table_name, a.attname AS column_name,
        pg_get_constraintdef(k.oid) AS definition
 FROM pg_constraint AS k
@@ -68,6 +69,7 @@ JOIN pg_class AS c ON c.oid = k.conrelid
 JOIN pg_namespace AS n ON n.oid = c.relnamespace
 JOIN pg_attribute AS a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
 WHERE k.contype = 'c' AND cardinality(k.conkey) = 1
+  AND (CAST(:relid AS bigint) IS NULL OR k.conrelid = CAST(:relid AS bigint)::oid)
   AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%' ESCAPE '\'
 ORDER BY 1, 2, 3, k.conname
 -- @block check_tables
@@ -79,13 +81,3 @@ JOIN pg_namespace AS n ON n.oid = c.relnamespace
 WHERE k.contype = 'c' AND cardinality(k.conkey) = 1
   AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%' ESCAPE '\'
 ORDER BY 2, 3
--- @block checks_of
--- As block checks, for one table (:relid, from check_tables).
-SELECT n.nspname AS schema_name, c.relname AS table_name, a.attname AS column_name,
-       pg_get_constraintdef(k.oid) AS definition
-FROM pg_constraint AS k
-JOIN pg_class AS c ON c.oid = k.conrelid
-JOIN pg_namespace AS n ON n.oid = c.relnamespace
-JOIN pg_attribute AS a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
-WHERE k.contype = 'c' AND cardinality(k.conkey) = 1 AND k.conrelid = CAST(:relid AS bigint)::oid
-ORDER BY 1, 2, 3, k.conname

@@ -87,23 +87,37 @@ def test_the_oldest_of_the_jobs_without_a_runnable_time_is_read_whatever_their_p
     order there, so the cap it kept was the first 1,000 in physical order, the new jobs in the
     freed pages (60 s for 7,200 s). It reads that range in key order now (fifo: the lowest key is
     the oldest); the drill-down's list begins with the same job."""
-    _setup(lab, schema, NULL_RUNNABLE)
+    cfg = _after_vacuum(lab, schema, write_cfg, NULL_RUNNABLE, NULL_RUNNABLE_AFTER,
+                        NULL_RUNNABLE_QUEUE.format(schema=schema))
+    _the_oldest_is_read(lab, schema, cfg, "tasks", "waiting_reads", "enqueued_at", "status = 'todo'",
+                        "ctid")
+
+
+def _after_vacuum(lab: Lab, schema: str, write_cfg, ddl: str, after: str, queue: str):  # noqa: ANN001, ANN202
+    """The shape: old rows deleted, VACUUM, new jobs into the freed pages; the config of ``queue``."""
+    _setup(lab, schema, ddl)
     with lab.connect() as conn:
         conn.execute(f'VACUUM "{schema}".jobs')
-    _setup(lab, schema, NULL_RUNNABLE_AFTER)
-    cfg = write_cfg(target_section(lab) + NULL_RUNNABLE_QUEUE.format(schema=schema))
-    first = _sql(lab, schema, "SELECT enqueued_at > now() - interval '5 min' FROM @S.jobs WHERE status = 'todo' "
-                              "ORDER BY ctid LIMIT 1")[0][0]
-    assert first, "the shape: a new job is first in physical order"
-    truth = _sql(lab, schema, "SELECT extract(epoch FROM now() - min(enqueued_at))::float8 FROM @S.jobs "
-                              "WHERE status = 'todo'")[0][0]
-    value, note = oldest_age(cfg, "tasks")
-    print(f"\nNULL RANGE: age {value} s for {truth} s ({note})")
-    assert abs(value - truth) < 30, (value, truth, note)
+    _setup(lab, schema, after)
+    return write_cfg(target_section(lab) + queue)
+
+
+def _the_oldest_is_read(lab: Lab, schema: str, cfg, queue: str, block: str, enqueued: str,  # noqa: ANN001
+                        waiting: str, first_order: str) -> None:
+    """In ``first_order`` over the waiting jobs without a runnable time a new job comes first; the
+    age is the oldest waiting job's, and the drill-down's list (``block``) begins with it."""
     from tests.mapping.test_waiting_list_is_the_age import _waiting
 
-    block, rows = _waiting(cfg, "tasks")
-    assert block == "waiting_reads" and abs(rows[0]["age_s"] - value) < 2, (block, rows[:2])
+    first = _sql(lab, schema, f"SELECT {enqueued} > now() - interval '5 min' FROM @S.jobs "  # noqa: S608
+                              f"WHERE {waiting} ORDER BY {first_order} LIMIT 1")[0][0]
+    assert first, "the shape: a new job comes first in the order the range was read in"
+    truth = _sql(lab, schema, f"SELECT extract(epoch FROM now() - min({enqueued}))::float8 FROM @S.jobs "  # noqa: S608
+                              f"WHERE {waiting}")[0][0]
+    value, note = oldest_age(cfg, queue)
+    print(f"\nNULL RANGE ({queue}): age {value} s for {truth} s ({note})")
+    assert abs(value - truth) < 30, (value, truth, note)
+    listed, rows = _waiting(cfg, queue)
+    assert listed == block and abs(rows[0]["age_s"] - value) < 2, (listed, rows[:2])
 
 
 # The lease kind's shape of the same: graphile-worker-like jobs whose immediate ones have a NULL
@@ -132,20 +146,8 @@ def test_a_lease_queue_reads_the_oldest_of_its_jobs_without_a_runnable_time(lab:
     the free jobs: the cap it kept was the first in physical order (the new jobs in the pages the
     deleted ones freed). It reads the range in {runnable_null_order} now, as the list does."""
     from tests.mapping.test_readiness import FOLLOW, _jobs_queue
-    from tests.mapping.test_waiting_list_is_the_age import _waiting
 
-    _setup(lab, schema, LEASE_NULL_RUNNABLE)
-    with lab.connect() as conn:
-        conn.execute(f'VACUUM "{schema}".jobs')
-    _setup(lab, schema, LEASE_NULL_RUNNABLE_AFTER)
-    cfg = write_cfg(target_section(lab) + _jobs_queue(schema, FOLLOW))
-    first = _sql(lab, schema, "SELECT created_at > now() - interval '5 min' FROM @S.jobs WHERE locked_at IS NULL AND run_at IS NULL "
-                              "ORDER BY run_at LIMIT 1")[0][0]
-    assert first, "the shape: in the run_at index's NULL range a new job comes first"
-    truth = _sql(lab, schema, "SELECT extract(epoch FROM now() - min(created_at))::float8 FROM @S.jobs "
-                              "WHERE locked_at IS NULL")[0][0]
-    value, note = oldest_age(cfg, "jobs")
-    print(f"\nLEASE NULL RANGE: age {value} s for {truth} s ({note})")
-    assert abs(value - truth) < 30, (value, truth, note)
-    block, rows = _waiting(cfg, "jobs")
-    assert block == "waiting_lease_follow_runnable" and abs(rows[0]["age_s"] - value) < 2, (block, rows[:2])
+    cfg = _after_vacuum(lab, schema, write_cfg, LEASE_NULL_RUNNABLE, LEASE_NULL_RUNNABLE_AFTER,
+                        _jobs_queue(schema, FOLLOW))
+    _the_oldest_is_read(lab, schema, cfg, "jobs", "waiting_lease_follow_runnable", "created_at",
+                        "locked_at IS NULL AND run_at IS NULL", "run_at")
