@@ -750,8 +750,9 @@ def runnable_null_order(q: Queue, dialect: str, frags: dict[str, str], runnable_
     (without it, as before: the runnable column, whose plan never walks the key of a table with no
     NULL to find; the planner weighs the key walk against the NULL range's size from the column's
     statistics). SQL Server: the runnable column then the key, which a nonclustered index on the
-    runnable column serves as it is (its rows carry the clustering key after its own)."""
-    key = quote_ident(q.key, dialect)
+    runnable column serves as it is when the key is the clustering key (its rows carry the
+    clustering key after their own; any other key is a sort of the NULL range)."""
+    key = frags["key"]
     if dialect == "mssql":
         return f"{frags['runnable']}, {key}" if q.order != "heap" else frags["runnable"]
     return key if runnable_type is not None and q.order != "heap" else frags["runnable"]
