@@ -189,14 +189,42 @@ def _installer_on_node22(major: int) -> Callable[[LibServer], None]:
     return install
 
 
+# graphile-worker 0.17.3 (tests/libraries/node/package-lock.json), run by Node.js 22 like pg-boss 11
+# and 12, in a database of its own (GRAPHILE_DB), in its default schema graphile_worker.
+GRAPHILE_DB = "graphile_worker"
+
+
+def graphile(*args: str) -> list[str]:
+    """tests/libraries/node/graphile.mjs ``args`` (install, add, work, once) by Node.js 22."""
+    return [str(NODE22), "graphile.mjs", *args]
+
+
+def require_graphile() -> None:
+    """Fail (never skip) when ``make setup`` has not installed graphile-worker and Node.js 22."""
+    if not (NODE_DIR / "node_modules" / "graphile-worker").exists() or not NODE22.exists():
+        pytest.fail(f"graphile-worker or Node.js 22 is not installed: run 'make setup' (npm ci in {NODE_DIR})")
+
+
+def _install_graphile(lib: LibServer) -> None:
+    require_graphile()
+    with lib.connect() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{GRAPHILE_DB}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{GRAPHILE_DB}"')
+    db = lib.on_database(GRAPHILE_DB)
+    with db.connect() as conn:
+        conn.execute(runs.DDL)
+    db.run(graphile("install"), cwd=NODE_DIR)
+
+
 INSTALLERS = {"procrastinate": _install_procrastinate, "pgqueuer": _install_pgqueuer, "pgboss": _install_pgboss,
-              "pgboss11": _installer_on_node22(11), "pgboss12": _installer_on_node22(12)}
+              "pgboss11": _installer_on_node22(11), "pgboss12": _installer_on_node22(12),
+              "graphile_worker": _install_graphile}
 
 
 @pytest.fixture(scope="package")
 def installed(libserver: LibServer) -> LibServer:
     """Every library's schema installed by its own tool on the private server (pg-boss 11 and 12 in
-    databases of their own, :func:`pgboss_db`)."""
+    databases of their own, :func:`pgboss_db`; graphile-worker in :data:`GRAPHILE_DB`)."""
     for install in INSTALLERS.values():
         install(libserver)
     return libserver

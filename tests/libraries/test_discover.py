@@ -135,6 +135,10 @@ def test_discover_tells_each_pg_boss_version_apart_and_its_config_checks_live(in
     check = _cli("config", "check", "--live", "--config", str(found), password=db.password)
     print(check.stdout)
     assert check.returncode == 0, check.stdout + check.stderr
+    scans = {re.sub(r"^.*queue '(\w+)': (\w+) = .*fix: (.*)$", r"\1 \2 \3", ln)
+             for ln in check.stdout.splitlines() if "scans instead of seeking" in ln}
+    assert scans == {'graphile_worker stuck_leases CREATE INDEX CONCURRENTLY ON "graphile_worker"."_private_jobs" '
+                     '("locked_at") WHERE "locked_at" IS NOT NULL'}, scans
     assert "scans instead of seeking" not in check.stdout, check.stdout
 
 
@@ -160,3 +164,37 @@ def test_an_older_versions_preset_on_pg_boss_12s_table_is_warned_with_the_right_
     assert "preset 'pgboss11' maps pg-boss 11.x" in line and "pg-boss 12.x (verified on 12.38.0) (preset 'pgboss12')" in line
     assert "heartbeat_on, heartbeat_seconds, blocked" in line and "fix: preset = 'pgboss12'" in line
     assert warnings["pgboss12"] == []
+
+
+def test_discover_proposes_graphile_worker_and_its_config_checks_live(installed: LibServer, tmp_path: Path) -> None:
+    """graphile-worker 0.17.3's schema (its own runMigrations, in a database of its own): discover proposes graphile_worker._private_jobs with the
+    graphile_worker preset and nothing else (its _private_job_queues, _private_tasks, migrations and
+    known crontabs tables are the library's own, listed as side tables), and ``config check --live`` on
+    what discover wrote passes: every column and the ready flag's type on the library's own table, no
+    error; the one scan it names is stuck_leases' (graphile indexes no locked_at), with the index."""
+    from tests.libraries.conftest import GRAPHILE_DB
+
+    db = installed.on_database(GRAPHILE_DB)
+    listed = _cli("discover", "--url", db.url, "--password", "env:QO_TEST_DISCOVER_PW", "--json",
+                  password=db.password)
+    assert listed.returncode == 0, listed.stderr
+    every = [json.loads(line) for line in listed.stdout.splitlines()]
+    rows = [r for r in every if r["proposed"]]
+    print("\nDISCOVERED graphile-worker " + json.dumps([[r["schema"], r["table"], r["kind"], r["preset"]] for r in rows]))
+    print("NOT PROPOSED " + json.dumps([[r["schema"], r["table"], r["side_of"], r["rejected_because"]] for r in every
+                                        if not r["proposed"]]))
+    assert {(r["schema"], r["table"]): (r["kind"], r["preset"]) for r in rows} == \
+        {("graphile_worker", "_private_jobs"): ("lease", "graphile_worker")}
+    side = {r["table"] for r in every if r["schema"] == "graphile_worker" and not r["proposed"]}
+    assert {"_private_job_queues", "_private_tasks"} <= side, side
+    found = tmp_path / "found.toml"
+    assert _cli("discover", "--url", db.url, "--password", "env:QO_TEST_DISCOVER_PW", "--write", str(found),
+                password=db.password).returncode == 0
+    assert 'preset = "graphile_worker"' in found.read_text()
+    check = _cli("config", "check", "--live", "--config", str(found), password=db.password)
+    print(check.stdout)
+    assert check.returncode == 0, check.stdout + check.stderr
+    scans = {re.sub(r"^.*queue '(\w+)': (\w+) = .*fix: (.*)$", r"\1 \2 \3", ln)
+             for ln in check.stdout.splitlines() if "scans instead of seeking" in ln}
+    assert scans == {'graphile_worker stuck_leases CREATE INDEX CONCURRENTLY ON "graphile_worker"."_private_jobs" '
+                     '("locked_at") WHERE "locked_at" IS NOT NULL'}, scans

@@ -8,7 +8,8 @@ library's own table, and stuck equal to it once the (test-shortened) lease timeo
 the jobs are released by ``act requeue`` where the preset allows it, or else by the library's own
 rescue; a fresh worker finishes every job; each job ended exactly once (``qo_runs``), while the
 killed jobs started twice (the library's at-least-once re-run, counted apart from queueops').
-The figures are printed (``pytest -s``).
+The figures are printed (``pytest -s``). graphile-worker 0.17.3, whose stale locks are reset after
+4 hours: a test of its own at the end (its locks back-dated, its own resetLockedAt frees them).
 """
 
 from __future__ import annotations
@@ -243,6 +244,93 @@ def test_real_library_killed_worker(installed: LibServer, tmp_path: Path, name: 
     figures = {"library": name, "jobs": JOBS, "killed": KILLED, "stuck_seen": stuck, "requeued": requeued,
                "rescued_by_library": rescued,
                "finished": len(ends), "duplicates": duplicates, "library_reruns_of_killed_jobs": reruns}
+    print(f"\nREAL-LIBRARY FIGURES {json.dumps(figures)}")
+    assert sorted(ends) == sorted(ids), "every job ended, under its own id"
+    assert duplicates == 0, f"a job ran to its end twice: {ends}"
+    assert set(started) <= {k for k, n in starts.items() if n == 2}, "each killed job was re-run once"
+
+
+GRAPHILE = "graphile_worker"
+GRAPHILE_COUNTS = ("SELECT count(*) FILTER (WHERE locked_at IS NULL AND attempts < max_attempts AND run_at <= now()), "
+                   "count(*) FILTER (WHERE locked_at IS NOT NULL) FROM graphile_worker._private_jobs")
+
+
+def test_real_graphile_worker_killed_worker_reset_by_its_own_stale_lock_reset(installed: LibServer,
+                                                                              tmp_path: Path) -> None:
+    """graphile-worker 0.17.3 (its own runMigrations, quickAddJob and run(), Node.js 22): a worker
+    pool SIGKILLed with two jobs running leaves them locked (locked_at, locked_by). queueops with the
+    graphile_worker preset and its default lease timeout (15,000 s: graphile's 4 hours and the 10
+    minutes between two resets of a pool; no override) counts them stuck once their locks are
+    back-dated 4 h 11 min, and refuses requeue naming
+    force_unlock_workers. A fresh pool's own resetLockedAt (src/sql/resetLockedAt.ts, run within its
+    first 2 s here) unlocks them, seen while the gate still holds the fresh pool's two slots; then
+    every job ends exactly once and graphile deletes each."""
+    from tests.libraries.conftest import GRAPHILE_DB, graphile
+
+    lib = installed.on_database(GRAPHILE_DB)
+    lib.set_gate(GRAPHILE, False)
+    ids = json.loads(lib.run(graphile("add", str(JOBS)), cwd=NODE_DIR).strip().splitlines()[-1])
+    assert len(ids) == JOBS
+    worker = lib.spawn(graphile("work"), tmp_path / "worker1.log", cwd=NODE_DIR)
+    started = lib.wait_started(GRAPHILE, KILLED)
+    lib.kill(worker)
+    assert len(started) == KILLED, f"the pool holds two jobs at a time, {len(started)} started"
+    with lib.connect() as conn:
+        assert conn.execute(GRAPHILE_COUNTS).fetchone() == (JOBS - KILLED, KILLED)
+        dead = conn.execute("SELECT DISTINCT locked_by FROM graphile_worker._private_jobs "
+                            "WHERE locked_at IS NOT NULL").fetchall()
+    assert len(dead) == 1, dead
+
+    config = _config(lib, tmp_path, Library(GRAPHILE, GRAPHILE, GRAPHILE_COUNTS, lambda _: [], lambda _: [],
+                                            NODE_DIR, lambda *_: True, "library"))
+    config.write_text(config.read_text().replace(f"lease_timeout_s = {LEASE_S}\n", ""))  # the preset's 15,000 s
+    fresh = _collect(config, GRAPHILE)
+    assert (fresh["depth"], fresh["count_leased"], fresh["stuck_leases"]) == (JOBS - KILLED, KILLED, 0), fresh
+    with lib.connect() as conn:  # the dead pool's locks, 4 h 11 min old
+        conn.execute("UPDATE graphile_worker._private_jobs SET locked_at = locked_at - interval '4 hours 11 minutes' "
+                     "WHERE locked_at IS NOT NULL")
+        conn.execute("UPDATE graphile_worker._private_job_queues SET locked_at = locked_at - interval '4 hours 11 minutes' "
+                     "WHERE locked_at IS NOT NULL")
+    metrics = _collect(config, GRAPHILE)
+    assert metrics["stuck_leases"] == KILLED, metrics
+    assert metrics["depth"] == JOBS - KILLED and metrics["count_leased"] == KILLED, metrics
+    assert metrics.get("oldest_age_s") is not None
+    refused = subprocess.run([sys.executable, "-m", "queueops.cli", "act", "requeue", "--queue", GRAPHILE,
+                              "--config", str(config), "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+    out = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "refused" in out and "force_unlock_workers" in out, out
+
+    # graphile's own reset, by a fresh pool whose two slots the closed gate holds: the killed jobs
+    # are unlocked (and left for later) by resetLockedAt, not taken by anything else.
+    fresh_pool = lib.spawn(graphile("work"), tmp_path / "worker2.log", cwd=NODE_DIR)
+    try:
+        def unlocked() -> int | None:
+            with lib.connect() as conn:
+                n = conn.execute("SELECT count(*) FROM graphile_worker._private_jobs WHERE id = ANY(%s::bigint[]) "
+                                 "AND locked_at IS NULL", ([int(i) for i in started],)).fetchone()[0]
+            return n if n == KILLED else None
+
+        rescued = wait_for(unlocked, 60, interval=0.5, what="graphile's resetLockedAt unlocked the killed jobs")
+        after = _collect(config, GRAPHILE)
+        assert after["stuck_leases"] == 0, after
+        lib.set_gate(GRAPHILE, True)
+
+        def finished() -> bool:
+            with lib.connect() as conn:
+                left = conn.execute("SELECT count(*) FROM graphile_worker._private_jobs WHERE id = ANY(%s::bigint[])",
+                                    ([int(i) for i in ids],)).fetchone()[0]
+            return left == 0 and len(lib.runs(GRAPHILE, "end")) == JOBS
+
+        wait_for(finished, 180, interval=0.5, what="every graphile job finished (deleted by graphile)")
+    finally:
+        lib.stop(fresh_pool)
+    ends, starts = lib.runs(GRAPHILE, "end"), lib.runs(GRAPHILE, "start")
+    duplicates = sum(n - 1 for n in ends.values() if n > 1)
+    reruns = sum(n - 1 for n in starts.values() if n > 1)
+    figures = {"library": GRAPHILE, "jobs": JOBS, "killed": KILLED, "stuck_seen": metrics["stuck_leases"],
+               "requeued": 0, "rescued_by_library": rescued, "finished": len(ends), "duplicates": duplicates,
+               "library_reruns_of_killed_jobs": reruns}
     print(f"\nREAL-LIBRARY FIGURES {json.dumps(figures)}")
     assert sorted(ends) == sorted(ids), "every job ended, under its own id"
     assert duplicates == 0, f"a job ran to its end twice: {ends}"

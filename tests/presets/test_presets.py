@@ -26,7 +26,7 @@ REQUIRED = {"procrastinate", "pgqueuer", "pgboss", "oban", "river", "good_job", 
 # Presets marked tested = "real": the tests/libraries module that runs the library's own code on them.
 REAL_LIBRARY_TESTS = {"procrastinate": "test_real_libraries.py", "pgqueuer": "test_real_libraries.py",
                       "pgboss": "test_real_libraries.py", "pgboss11": "test_real_libraries.py",
-                      "pgboss12": "test_real_libraries.py",
+                      "pgboss12": "test_real_libraries.py", "graphile_worker": "test_real_libraries.py",
                       "pgmq": "test_conformance_pgmq.py"}
 _LITERAL_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
 
