@@ -36,21 +36,89 @@ WITH queueops_q AS MATERIALIZED (
     -- pg_stat_get_live_tuples is how pg_stat_user_tables defines n_live_tup; joined as the view it
     -- would aggregate the view over every table of the database, every cycle.
     -- A partitioned table's pages and live rows are its partitions' (its own relpages and counter
-    -- are 0: pg-boss's job table was read as a small one, its rows counted by sorting it; issue 29).
-    SELECT t.queue, c.reltuples, coalesce(pt.n_live_tup, pg_stat_get_live_tuples(c.oid)) AS n_live_tup,
+    -- are 0: pg-boss's job table was read as a small one, its rows counted by sorting it; issue 29),
+    -- and so are its rows and statistics: autovacuum never analyzes a partitioned table, so its own
+    -- reltuples stays -1 and it has no pg_stats rows unless someone ran ANALYZE on it by hand. Every
+    -- estimate of pg-boss's and PGMQ's partitioned tables read "at least" the cap (pg-boss 12 depth
+    -- 1,250 for 5,250; count_done absent). Its rows are the sum of its analyzed partitions'
+    -- reltuples, and each statistic below their average weighted by those rows (src).
+    SELECT t.queue, CASE WHEN c.relkind = 'p' THEN coalesce(pt.tuples, -1) ELSE c.reltuples END AS reltuples,
+           coalesce(pt.n_live_tup, pg_stat_get_live_tuples(c.oid)) AS n_live_tup,
            coalesce(pt.pages, c.relpages, 0) AS pages,
-           s.most_common_vals::text::text[] AS status_vals, s.most_common_freqs AS status_freqs,
+           s.status_vals, s.status_freqs,
            -- open_when_null (issue 29): the open rows as the library's partial index on them counts
            -- them (its reltuples, set by ANALYZE and VACUUM); NULL without such an index.
            o.open_tuples,
            l.null_frac AS lease_null_frac, e.null_frac AS error_null_frac,
-           -- The share of rows that are due: the most common values that are (their frequencies),
-           -- plus the rest of the non-NULL rows times the share of histogram bounds that are (the
-           -- histogram leaves the most common values out: a batch sharing one PGMQ vt is an MCV, and
-           -- the histogram alone read it as absent, -22 %; issue 29). NULL when never analyzed.
-           -- Each value as its queue's {clock} reads it (issue 29): naive UTC times (naive_times =
-           -- "utc") against the UTC wall clock, any other as timestamptz (a naive value in the
-           -- session's zone, as a comparison with now() reads it).
+           d.due_share,
+           -- closed_when_true (pg-boss 12's blocked jobs): the share of rows whose flag is true, its
+           -- most common value true ('t') in pg_stats, summed over the queue's flags; 0 without one.
+           coalesce((SELECT sum(x.f) FROM regexp_split_to_table(t.closed_cols, E'\n') AS cc (n)
+                     CROSS JOIN LATERAL (
+                         SELECT sum(r.w * coalesce(st.f, 0)) / nullif(sum(r.w), 0) AS f
+                         FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
+                         CROSS JOIN LATERAL (
+                             SELECT (SELECT m.f FROM unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS m (v, f)
+                                     WHERE m.v IN ('t', 'true')) AS f
+                             FROM pg_stats AS st WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = cc.n
+                             ORDER BY st.inherited LIMIT 1) AS st) AS x
+                     WHERE t.closed_cols <> ''), 0) AS closed_share
+    FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:schema_names]::text[],
+                ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
+                ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[],
+                ARRAY[:open_names]::text[], ARRAY[:closed_names]::text[])
+         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols, closed_cols)
+    LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
+    LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages, sum(pg_stat_get_live_tuples(pc.oid)) AS n_live_tup,
+                              sum(pc.reltuples) FILTER (WHERE pc.reltuples >= 0) AS tuples,
+                              array_agg(pn.nspname::text) FILTER (WHERE pc.reltuples >= 0) AS schs,
+                              array_agg(pc.relname::text) FILTER (WHERE pc.reltuples >= 0) AS tbls,
+                              array_agg(pc.reltuples::float8) FILTER (WHERE pc.reltuples >= 0) AS ws
+                       FROM pg_partition_tree(c.oid) AS p JOIN pg_class AS pc ON pc.oid = p.relid
+                       JOIN pg_namespace AS pn ON pn.oid = pc.relnamespace
+                       WHERE c.relkind = 'p' AND p.isleaf) AS pt ON true
+    -- Where the statistics are read (each source's pg_stats row of a column, the non-inherited one
+    -- first): the table itself, weight 1; a partitioned table's analyzed partitions, weighted by
+    -- their rows. A source without a row for the column is left out of that column's average.
+    CROSS JOIN LATERAL (SELECT CASE WHEN c.relkind = 'p' THEN pt.schs ELSE ARRAY[t.sch] END AS schs,
+                               CASE WHEN c.relkind = 'p' THEN pt.tbls ELSE ARRAY[t.tbl] END AS tbls,
+                               CASE WHEN c.relkind = 'p' THEN pt.ws ELSE ARRAY[1::float8] END AS ws) AS src
+    LEFT JOIN LATERAL (SELECT array_agg(mv.v ORDER BY mv.v) AS status_vals, array_agg(mv.f ORDER BY mv.v) AS status_freqs
+                       FROM (SELECT m.v, sum(sr.w * m.f) / min(sr.total) AS f
+                             FROM (SELECT r.w, st.most_common_vals::text::text[] AS vals, st.most_common_freqs AS freqs,
+                                          sum(r.w) OVER () AS total
+                                   FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
+                                   CROSS JOIN LATERAL (SELECT st.most_common_vals, st.most_common_freqs FROM pg_stats AS st
+                                                       WHERE st.schemaname = r.sch AND st.tablename = r.tbl
+                                                         AND st.attname = t.status_col
+                                                       ORDER BY st.inherited LIMIT 1) AS st) AS sr
+                             CROSS JOIN LATERAL unnest(sr.vals, sr.freqs) AS m (v, f)
+                             WHERE sr.total > 0
+                             GROUP BY m.v) AS mv) AS s ON true
+    LEFT JOIN LATERAL (SELECT sum(r.w * st.null_frac) / nullif(sum(r.w), 0) AS null_frac
+                       FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
+                       CROSS JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
+                                           WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = t.lease_col
+                                           ORDER BY st.inherited LIMIT 1) AS st) AS l ON true
+    LEFT JOIN LATERAL (SELECT sum(r.w * st.null_frac) / nullif(sum(r.w), 0) AS null_frac
+                       FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
+                       CROSS JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
+                                           WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = t.error_col
+                                           ORDER BY st.inherited LIMIT 1) AS st) AS e ON true
+    -- The share of rows that are due: the most common values that are (their frequencies), plus
+    -- the rest of the non-NULL rows times the share of histogram bounds that are (the histogram
+    -- leaves the most common values out: a batch sharing one PGMQ vt is an MCV, and the histogram
+    -- alone read it as absent, -22 %; issue 29). NULL when never analyzed. Each value as its
+    -- queue's {clock} reads it (issue 29): naive UTC times (naive_times = "utc") against the UTC
+    -- wall clock, any other as timestamptz (a naive value in the session's zone, as a comparison
+    -- with now() reads it).
+    LEFT JOIN LATERAL (SELECT sum(r.w * ds.share) / nullif(sum(r.w), 0) AS due_share
+                       FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
+                       CROSS JOIN LATERAL (SELECT st.histogram_bounds, st.most_common_vals, st.most_common_freqs, st.null_frac
+                                           FROM pg_stats AS st
+                                           WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = t.due_col
+                                           ORDER BY st.inherited LIMIT 1) AS d
+                       CROSS JOIN LATERAL (SELECT
            CASE WHEN d.histogram_bounds IS NOT NULL OR d.most_common_vals IS NOT NULL THEN
                coalesce((SELECT sum(m.f) FROM unnest(d.most_common_vals::text::text[], d.most_common_freqs) AS m (v, f)
                          WHERE CASE WHEN t.naive_zone = 'UTC' THEN m.v::timestamp <= (now() AT TIME ZONE 'UTC')
@@ -60,37 +128,8 @@ WITH queueops_q AS MATERIALIZED (
                  * coalesce((SELECT avg((CASE WHEN t.naive_zone = 'UTC' THEN b.v::timestamp <= (now() AT TIME ZONE 'UTC')
                                              ELSE b.v::timestamptz <= now() END)::int)
                              FROM unnest(d.histogram_bounds::text::text[]) AS b (v)), 0)
-           END AS due_share,
-           -- closed_when_true (pg-boss 12's blocked jobs): the share of rows whose flag is true, its
-           -- most common value true ('t') in pg_stats, summed over the queue's flags; 0 without one.
-           coalesce((SELECT sum(x.f) FROM regexp_split_to_table(t.closed_cols, E'\n') AS cc (n)
-                     CROSS JOIN LATERAL (
-                         SELECT (SELECT m.f FROM unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS m (v, f)
-                                 WHERE m.v IN ('t', 'true')) AS f
-                         FROM pg_stats AS st WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = cc.n
-                         ORDER BY st.inherited LIMIT 1) AS x
-                     WHERE t.closed_cols <> ''), 0) AS closed_share
-    FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:schema_names]::text[],
-                ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
-                ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[],
-                ARRAY[:open_names]::text[], ARRAY[:closed_names]::text[])
-         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols, closed_cols)
-    LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
-    LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages, sum(pg_stat_get_live_tuples(pc.oid)) AS n_live_tup
-                       FROM pg_partition_tree(c.oid) AS p JOIN pg_class AS pc ON pc.oid = p.relid
-                       WHERE c.relkind = 'p' AND p.isleaf) AS pt ON true
-    LEFT JOIN LATERAL (SELECT st.most_common_vals, st.most_common_freqs FROM pg_stats AS st
-                       WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.status_col
-                       ORDER BY st.inherited LIMIT 1) AS s ON true
-    LEFT JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
-                       WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.lease_col
-                       ORDER BY st.inherited LIMIT 1) AS l ON true
-    LEFT JOIN LATERAL (SELECT st.histogram_bounds, st.most_common_vals, st.most_common_freqs, st.null_frac FROM pg_stats AS st
-                       WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.due_col
-                       ORDER BY st.inherited LIMIT 1) AS d ON true
-    LEFT JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
-                       WHERE st.schemaname = t.sch AND st.tablename = t.tbl AND st.attname = t.error_col
-                       ORDER BY st.inherited LIMIT 1) AS e ON true
+           END AS share) AS ds
+                       WHERE ds.share IS NOT NULL) AS d ON true
     -- A valid partial index whose predicate is exactly "col IS NULL" for each open_when_null column
     -- (in any order): GoodJob's index_good_jobs_on_priority_scheduled_at_unfinished_unlocked, Que's
     -- que_poll_idx. Its conjuncts as pg_get_expr prints them, parentheses trimmed, against the

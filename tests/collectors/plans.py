@@ -12,6 +12,11 @@ from queueops import engine, sessions
 
 def explain(cfg: config_mod.Config, collector: str, target: str | None = None) -> dict[str, Any]:
     """Run the collector's statement under EXPLAIN ANALYZE in a collector session; the root plan."""
+    return explain_all(cfg, collector, target)["Plan"]
+
+
+def explain_all(cfg: config_mod.Config, collector: str, target: str | None = None) -> dict[str, Any]:
+    """The whole EXPLAIN (ANALYZE, FORMAT JSON) result: the plan, and its JIT entry if any."""
     t = cfg.target(target) if target else cfg.targets[0]
     stmt = runner.build_statement(registry.by_name(collector), t, cfg.queues_of(t.name))
     assert stmt is not None
@@ -20,7 +25,7 @@ def explain(cfg: config_mod.Config, collector: str, target: str | None = None) -
         conn.execute(sessions.reading(t))
         cur = conn.raw.cursor()
         cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + stmt.sql, stmt.params)
-        return cur.fetchone()[0][0]["Plan"]
+        return cur.fetchone()[0][0]
     finally:
         conn.close()
 
