@@ -92,6 +92,11 @@ def target_lists(queues: Sequence[mapping.CompiledQueue]) -> dict[str, list[str]
                        else "" for c in queues],
         # closed_when_true's columns, one a line: depth's estimates leave their share out (pg-boss 12).
         "closed_names": ["\n".join(c.queue.closed_when_true) for c in queues],
+        # A lease queue's free items, for the share depth estimates above the cap: its ready_flag
+        # ('' without one), and whether a free item's lease is NULL ('null'; '' for a lock-until
+        # lease, "past", whose expired locks no statistic tells apart from held ones).
+        "flag_names": [c.queue.ready_flag or "" for c in queues],
+        "lease_free": ["null" if c.queue.kind == "lease" and c.queue.lease_ready == "null" else "" for c in queues],
     }
 
 

@@ -62,12 +62,20 @@ WITH queueops_q AS MATERIALIZED (
                                      WHERE m.v IN ('t', 'true')) AS f
                              FROM pg_stats AS st WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = cc.n
                              ORDER BY st.inherited LIMIT 1) AS st) AS x
-                     WHERE t.closed_cols <> ''), 0) AS closed_share
+                     WHERE t.closed_cols <> ''), 0) AS closed_share,
+           -- A lease queue's free share (lease_follow_runnable's estimate above the cap): the
+           -- lease's null_frac, and with a ready_flag the smaller of that and the flag's true share
+           -- (graphile-worker's is_available implies locked_at IS NULL: the flag's rows are free
+           -- rows); NULL for a lock-until lease (lease_ready "past") or without statistics.
+           CASE WHEN t.lease_free = 'null' THEN
+                CASE WHEN t.flag_col = '' THEN l.null_frac ELSE least(l.null_frac, fl.share) END END AS free_share
     FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:schema_names]::text[],
                 ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
                 ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[],
-                ARRAY[:open_names]::text[], ARRAY[:closed_names]::text[])
-         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols, closed_cols)
+                ARRAY[:open_names]::text[], ARRAY[:closed_names]::text[], ARRAY[:flag_names]::text[],
+                ARRAY[:lease_free]::text[])
+         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols, closed_cols,
+               flag_col, lease_free)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
     LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages, sum(pg_stat_get_live_tuples(pc.oid)) AS n_live_tup,
                               sum(pc.reltuples) FILTER (WHERE pc.reltuples >= 0) AS tuples,
@@ -105,6 +113,14 @@ WITH queueops_q AS MATERIALIZED (
                        CROSS JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
                                            WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = t.error_col
                                            ORDER BY st.inherited LIMIT 1) AS st) AS e ON true
+    LEFT JOIN LATERAL (SELECT sum(r.w * coalesce(st.f, 0)) / nullif(sum(r.w), 0) AS share
+                       FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
+                       CROSS JOIN LATERAL (
+                           SELECT (SELECT m.f FROM unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS m (v, f)
+                                   WHERE m.v IN ('t', 'true')) AS f
+                           FROM pg_stats AS st WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = t.flag_col
+                           ORDER BY st.inherited LIMIT 1) AS st
+                       WHERE t.flag_col <> '') AS fl ON true
     -- The share of rows that are due: the most common values that are (their frequencies), plus
     -- the rest of the non-NULL rows times the share of histogram bounds that are (the histogram
     -- leaves the most common values out: a batch sharing one PGMQ vt is an MCV, and the histogram
@@ -370,8 +386,17 @@ CROSS JOIN LATERAL (
           FROM (SELECT {exhausted} AS exhausted FROM {table} WHERE {free} AND {runnable} IS NULL{open_and}
                 ORDER BY {runnable} LIMIT :cap) AS l) AS z
     OFFSET 0) AS n
+-- Above the cap, depth is estimated when the statistics can say it: the free rows (reltuples x the
+-- free share, see the prelude) less the scheduled ones, counted (below the cap), when the cap of
+-- runnable free items read held none at its limit (kept failed rows are free rows too where no
+-- flag keeps them out, and their old run times put them first in this read: then no estimate).
+CROSS JOIN LATERAL (SELECT CASE WHEN NOT n.exact AND n.exhausted = 0 AND n.scheduled < :cap AND c.reltuples >= 0
+                                     AND c.free_share IS NOT NULL AND c.reltuples * c.free_share - n.scheduled > n.ready
+                                THEN c.reltuples * c.free_share - n.scheduled END AS ready_rows) AS r
 CROSS JOIN LATERAL (VALUES
-    ('depth', n.ready::float8, CASE WHEN n.exact THEN 'exact' ELSE 'at least (cap of runnable items read)' END),
+    ('depth', coalesce(r.ready_rows, n.ready)::float8,
+     CASE WHEN n.exact THEN 'exact' WHEN r.ready_rows IS NOT NULL THEN 'estimate (pg_stats: the free share less the scheduled counted)'
+          ELSE 'at least (cap of runnable items read)' END),
     ('count_exhausted', n.exhausted::float8,
      CASE WHEN n.exact THEN 'exact (runnable free items at max_attempts)' ELSE 'at least (cap of runnable items read)' END),
     ('count_scheduled', n.scheduled::float8, CASE WHEN n.scheduled < :cap THEN 'exact' ELSE 'at least (cap reached)' END),
