@@ -80,6 +80,31 @@ READY_TRUTH = ("SELECT count(*) FROM @S.jobs WHERE locked_at IS NULL AND (run_at
                "AND attempts < max_attempts")
 
 
+def test_depth_above_the_cap_is_estimated_only_where_no_kept_failed_job_is_free(lab: Lab, schema: str, write_cfg,  # noqa: ANN001
+                                                                                tmp_path: Path) -> None:
+    """Above the cap, depth is the rows times the free share less the scheduled counted. A table
+    that keeps failed jobs free (no flag keeps them out) would put them in that share, and their
+    old run times put them first in the capped runnable read: then depth stays 'at least', never
+    4,000 kept failures read as waiting."""
+    _setup(lab, schema, JOBS)
+    _sql(lab, schema, "INSERT INTO @S.jobs (created_at, run_at) SELECT now() - interval '10 minutes', "
+                      "now() - interval '5 minutes' FROM generate_series(1, 3000)")
+    _sql(lab, schema, "INSERT INTO @S.jobs (run_at) SELECT now() + interval '1 hour' FROM generate_series(1, 200)")
+    _sql(lab, schema, "INSERT INTO @S.jobs (locked_at, locked_by) SELECT now(), 'w' FROM generate_series(1, 800)")
+    _sql(lab, schema, "ANALYZE @S.jobs")
+    cfg = _cfg(lab, write_cfg, tmp_path, _jobs_queue(schema, FOLLOW))
+    got = _collect(cfg, "depth")
+    assert got["depth"][1] == "estimate (pg_stats: the free share less the scheduled counted)", got["depth"]
+    assert abs(got["depth"][0] - 3000) < 0.1 * 3000 and got["count_scheduled"] == (200, "exact")
+    # 4,000 failed jobs kept free at their limit, older than every waiting one.
+    _sql(lab, schema, "INSERT INTO @S.jobs (created_at, run_at, attempts, max_attempts) "
+                      "SELECT now() - interval '1 day', now() - interval '1 day', 25, 25 FROM generate_series(1, 4000)")
+    _sql(lab, schema, "ANALYZE @S.jobs")
+    got = _collect(cfg, "depth")
+    assert got["depth"] == (0, "at least (cap of runnable items read)"), got["depth"]
+    assert got["count_exhausted"][0] > 0
+
+
 def test_depth_counts_neither_scheduled_nor_exhausted_jobs(lab: Lab, schema: str, write_cfg, tmp_path: Path) -> None:  # noqa: ANN001
     _setup(lab, schema, JOBS)
     # 39 ready (30 with run_at passed, 9 with run_at NULL: run now) and 3 past their max attempts.
