@@ -11,7 +11,7 @@
 // after 300 s but beat every 5 s with heartbeatSeconds 10, the least pg-boss allows, so a killed
 // worker's jobs are failed by their heartbeat). Connection: QO_LIB_DSN (no password in it) and
 // PGPASSWORD, read by node-postgres.
-import pg from 'pg'
+import { recordAndWait } from './record.mjs'
 
 const VERSION = process.env.QO_PGBOSS || 'pg-boss'
 const V12 = VERSION === 'pg-boss-12'
@@ -34,24 +34,6 @@ function boss (extra = {}) {
   return b
 }
 
-async function recordAndWait (jobId) {
-  const client = new pg.Client({ connectionString: dsn })
-  await client.connect()
-  try {
-    await client.query("INSERT INTO public.qo_runs (library, job_id, pid, phase) VALUES ($3, $1, $2, 'start')",
-      [jobId, process.pid, LIBRARY])
-    for (;;) {
-      const { rows } = await client.query('SELECT open FROM public.qo_gate WHERE library = $1', [LIBRARY])
-      if (rows.length && rows[0].open) break
-      await new Promise((resolve) => setTimeout(resolve, 100))
-    }
-    await client.query("INSERT INTO public.qo_runs (library, job_id, pid, phase) VALUES ($3, $1, $2, 'end')",
-      [jobId, process.pid, LIBRARY])
-  } finally {
-    await client.end()
-  }
-}
-
 const [cmd, arg] = process.argv.slice(2)
 if (cmd === 'install') {
   const b = boss()
@@ -71,7 +53,7 @@ if (cmd === 'install') {
   const b = boss(SUPERVISE)
   await b.start()
   await b.work(QUEUE, { batchSize: 2, pollingIntervalSeconds: 0.5 },
-    async (jobs) => { await Promise.all(jobs.map((job) => recordAndWait(job.id))) })
+    async (jobs) => { await Promise.all(jobs.map((job) => recordAndWait(dsn, LIBRARY, job.id))) })
   console.log('working')
   const stop = async () => { await b.stop({ graceful: true, wait: true }); process.exit(0) }
   process.on('SIGTERM', stop)

@@ -15,29 +15,11 @@
 //                                        the job) and 'lib_fail' (throws: graphile writes last_error,
 //                                        unlocks, backs off run_at; at max_attempts the row is kept,
 //                                        permanently failed); other tasks' jobs are not fetched
-import pg from 'pg'
+import { recordAndWait } from './record.mjs'
 import { run, runMigrations, runOnce, quickAddJob } from 'graphile-worker'
 
 const connectionString = process.env.QO_LIB_DSN
 const LIBRARY = 'graphile_worker' // as recorded in qo_runs
-
-async function recordAndWait (jobId) {
-  const client = new pg.Client({ connectionString })
-  await client.connect()
-  try {
-    await client.query("INSERT INTO public.qo_runs (library, job_id, pid, phase) VALUES ($3, $1, $2, 'start')",
-      [jobId, process.pid, LIBRARY])
-    for (;;) {
-      const { rows } = await client.query('SELECT open FROM public.qo_gate WHERE library = $1', [LIBRARY])
-      if (rows.length && rows[0].open) break
-      await new Promise((resolve) => setTimeout(resolve, 100))
-    }
-    await client.query("INSERT INTO public.qo_runs (library, job_id, pid, phase) VALUES ($3, $1, $2, 'end')",
-      [jobId, process.pid, LIBRARY])
-  } finally {
-    await client.end()
-  }
-}
 
 const [cmd, ...args] = process.argv.slice(2)
 if (cmd === 'install') {
@@ -58,7 +40,7 @@ if (cmd === 'install') {
     pollInterval: 500,
     noHandleSignals: false,
     preset: { worker: { minResetLockedInterval: 1000, maxResetLockedInterval: 2000 } },
-    taskList: { record: async (payload, helpers) => { await recordAndWait(String(helpers.job.id)) } }
+    taskList: { record: async (payload, helpers) => { await recordAndWait(connectionString, LIBRARY, String(helpers.job.id)) } }
   })
   console.log('working')
   await runner.promise
