@@ -13,17 +13,39 @@
 -- or another session's pg_temp_N for a login that is not a superuser (a pg_monitor collector).
 -- CASE is what orders the two checks (AND does not). Dead tuples that
 -- stay high after a vacuum point at the oldest_snapshot collector's holder.
+-- A partitioned table (pg-boss's pgboss.job, PGMQ's partitioned queues) holds no rows itself: its
+-- own statistics are zeros, it is never vacuumed, and pgstattuple_approx refuses it. Its figures
+-- are its partitions' (pg_partition_tree's leaves; any other table is its own one): dead and
+-- live tuples summed, and vacuum_age_s that of the least recently vacuumed partition holding dead
+-- tuples (NULL, never vacuumed, if one of those never was; any partition's without dead tuples,
+-- where vacuum has nothing to do; a plain table reads as before). Read from the
+-- parent, pg-boss's ghost records were 0 and 'never vacuumed' whatever piled up, and with
+-- pgstattuple installed the statement failed.
 -- @block any
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT c.oid, st.n_dead_tup, st.n_live_tup, greatest(st.last_vacuum, st.last_autovacuum) AS vacuumed,
-             (SELECT format('SELECT dead_tuple_count, approx_tuple_count FROM %I.pgstattuple_approx(%s::oid::regclass)',
-                            n.nspname, c.oid)
+FROM (SELECT c.oid, c.relkind, st.n_dead_tup, st.n_live_tup, st.vacuumed, st.parts, st.dirty,
+             (SELECT 'SELECT sum(a.dead_tuple_count) AS dead_tuple_count, sum(a.approx_tuple_count) AS approx_tuple_count FROM ('
+                     || string_agg(format('SELECT dead_tuple_count, approx_tuple_count FROM %I.pgstattuple_approx(%s::oid::regclass)',
+                                          n.nspname, l.rel), ' UNION ALL ') || ') AS a'
               FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace
+              CROSS JOIN unnest(lv.rels) AS l (rel)
               WHERE e.extname = 'pgstattuple'
                 AND CASE WHEN has_schema_privilege(n.oid, 'USAGE') THEN has_function_privilege(
                         to_regprocedure(format('%I.pgstattuple_approx(regclass)', n.nspname)), 'EXECUTE') END
              ) AS probe
-      FROM pg_class AS c LEFT JOIN pg_stat_user_tables AS st ON st.relid = c.oid
+      FROM pg_class AS c
+      CROSS JOIN LATERAL (SELECT CASE WHEN c.relkind = 'p'
+                                      THEN (SELECT array_agg(p.relid::oid) FROM pg_partition_tree(c.oid) AS p WHERE p.isleaf)
+                                      ELSE ARRAY[c.oid] END AS rels) AS lv
+      CROSS JOIN LATERAL (SELECT sum(d.dead) AS n_dead_tup, sum(d.live) AS n_live_tup,
+                                 CASE WHEN bool_or(d.dead > 0 AND d.vac IS NULL) THEN NULL
+                                      WHEN bool_or(d.dead > 0) THEN min(d.vac) FILTER (WHERE d.dead > 0)
+                                      ELSE min(d.vac) END AS vacuumed,
+                                 count(*) AS parts, count(*) FILTER (WHERE d.dead > 0) AS dirty
+                          FROM unnest(lv.rels) AS l (rel)
+                          CROSS JOIN LATERAL (SELECT pg_stat_get_dead_tuples(l.rel) AS dead, pg_stat_get_live_tuples(l.rel) AS live,
+                                                     greatest(pg_stat_get_last_vacuum_time(l.rel),
+                                                              pg_stat_get_last_autovacuum_time(l.rel)) AS vac) AS d) AS st
       WHERE c.oid = to_regclass(:qualified_table) OFFSET 0) AS s
 CROSS JOIN LATERAL (SELECT CASE WHEN s.probe IS NOT NULL THEN query_to_xml(s.probe, false, true, '') END AS x OFFSET 0) AS px
 CROSS JOIN LATERAL (SELECT (xpath('/row/dead_tuple_count/text()', px.x))[1]::text::float8 AS dead,
@@ -36,5 +58,12 @@ CROSS JOIN LATERAL (VALUES
                             ELSE 100.0 * s.n_dead_tup / nullif(s.n_dead_tup + s.n_live_tup, 0) END, 0)::float8,
      CASE WHEN a.dead IS NOT NULL THEN 'pgstattuple_approx' ELSE 'estimate (pg_stat_user_tables)' END),
     ('vacuum_age_s', extract(epoch FROM now() - s.vacuumed)::float8,
-     CASE WHEN s.vacuumed IS NULL THEN 'never vacuumed' ELSE 'pg_stat_user_tables' END)
+     CASE WHEN s.relkind <> 'p' THEN CASE WHEN s.vacuumed IS NULL THEN 'never vacuumed' ELSE 'pg_stat_user_tables' END
+          WHEN s.vacuumed IS NULL AND s.dirty > 0
+          THEN format('never vacuumed: a partition holding dead tuples (%s of %s partitions hold some)', s.dirty, s.parts)
+          WHEN s.vacuumed IS NULL THEN format('never vacuumed (%s partitions)', s.parts)
+          WHEN s.dirty > 0
+          THEN format('pg_stat_user_tables: the least recently vacuumed of the %s partitions holding dead tuples (of %s)',
+                      s.dirty, s.parts)
+          ELSE format('pg_stat_user_tables: the least recently vacuumed of %s partitions', s.parts) END)
 ) AS v (metric, value, note)

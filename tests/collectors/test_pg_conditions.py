@@ -334,6 +334,45 @@ def test_dead_tuples_statistic_follows_deletes(lab) -> None:  # noqa: ANN001
         conn.execute("DROP TABLE lab.dead_stat")
 
 
+def test_dead_tuples_of_a_partitioned_table_are_its_partitions(lab) -> None:  # noqa: ANN001
+    """pg-boss's job table is partitioned: the parent holds no rows, its own statistics are zeros,
+    it is never vacuumed, and pgstattuple_approx refuses it (the statement failed). Its ghost
+    records are its partitions', and its vacuum age that of the least recently vacuumed partition
+    holding dead tuples."""
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS lab.dead_part")
+        conn.execute("CREATE TABLE lab.dead_part (name text NOT NULL, id bigint NOT NULL, PRIMARY KEY (name, id)) "
+                     "PARTITION BY LIST (name)")
+        for part in ("a", "b"):
+            conn.execute(f"CREATE TABLE lab.dead_part_{part} PARTITION OF lab.dead_part FOR VALUES IN ('{part}') "
+                         "WITH (autovacuum_enabled = false)")
+        conn.execute("INSERT INTO lab.dead_part SELECT CASE WHEN g % 3 = 0 THEN 'a' ELSE 'b' END, g "
+                     "FROM generate_series(1, 3000) AS g")
+    with lab.connect() as conn:  # statistics are flushed when this session ends
+        conn.execute("DELETE FROM lab.dead_part WHERE id % 2 = 0")  # 500 of a's 1,000, 1,000 of b's 2,000
+    with lab.connect() as conn:
+        conn.execute("VACUUM lab.dead_part_a")  # a's dead rows removed; b never vacuumed
+    cfg = config_mod.parse({
+        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
+        "queues": [{"name": "p", "target": "lab", "kind": "delete", "schema": "lab", "table": "dead_part", "key": "id"}],
+    })
+    assert wait_until(lambda: (collect(cfg, "ghost_records").value("p", "dead_tuples") or 0) == 1000)
+    c = collect(cfg, "ghost_records")
+    assert c.value("p", "ghost_records") == 1000 and c.row("p", "ghost_records").note == "pgstattuple_approx"
+    assert c.value("p", "dead_tuple_pct") == 100 * 1000 / 2500
+    # b holds the dead tuples and was never vacuumed: a's vacuum a moment ago does not hide it.
+    assert c.value("p", "vacuum_age_s") is None
+    assert c.row("p", "vacuum_age_s").note == "never vacuumed: a partition holding dead tuples (1 of 2 partitions hold some)"
+    with lab.connect() as conn:
+        conn.execute("VACUUM lab.dead_part_b")
+    assert wait_until(lambda: collect(cfg, "ghost_records").value("p", "dead_tuples") == 0)
+    c = collect(cfg, "ghost_records")
+    assert c.row("p", "vacuum_age_s").note == "pg_stat_user_tables: the least recently vacuumed of 2 partitions"
+    assert 0 <= c.value("p", "vacuum_age_s") < 60 and c.value("p", "ghost_records") == 0
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE lab.dead_part")
+
+
 def test_lock_hold_shows_waiters_the_blocker_and_times_out_only_the_collectors_that_need_the_table(
         cfg, clean_lab) -> None:  # noqa: ANN001
     with clean_lab.connect() as conn:
