@@ -8,6 +8,7 @@ versions are in test_lab_faults.py.
 from __future__ import annotations
 
 import json
+import uuid
 
 import psycopg
 from psycopg import sql
@@ -371,6 +372,67 @@ def test_dead_tuples_of_a_partitioned_table_are_its_partitions(lab) -> None:  # 
     assert 0 <= c.value("p", "vacuum_age_s") < 60 and c.value("p", "ghost_records") == 0
     with lab.connect() as conn:
         conn.execute("DROP TABLE lab.dead_part")
+
+
+def test_fragmentation_of_a_partitioned_table_is_its_partitions(lab) -> None:  # noqa: ANN001
+    """PGMQ's partitioned queues: the parent has no pages, and its key index is a partitioned index
+    that pgstatindex refuses ('is not a btree index'), as pgstattuple_approx refuses the parent: the
+    statement failed where pgstattuple is installed, and read nothing useful where it is not. The
+    figures are the partitions' and their key indexes', weighted by pages."""
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS lab.frag_part")
+        conn.execute("CREATE TABLE lab.frag_part (msg_id bigint NOT NULL, body text) PARTITION BY RANGE (msg_id)")
+        conn.execute("CREATE TABLE lab.frag_part_a PARTITION OF lab.frag_part FOR VALUES FROM (0) TO (20000) "
+                     "WITH (autovacuum_enabled = false)")
+        conn.execute("CREATE TABLE lab.frag_part_b PARTITION OF lab.frag_part FOR VALUES FROM (20000) TO (40000) "
+                     "WITH (autovacuum_enabled = false)")
+        conn.execute("CREATE INDEX frag_part_msg_id_idx ON lab.frag_part (msg_id)")
+        conn.execute("INSERT INTO lab.frag_part SELECT g, repeat('x', 40) FROM generate_series(1, 39999) AS g")
+        conn.execute("VACUUM ANALYZE lab.frag_part_a, lab.frag_part_b")
+    cfg = config_mod.parse({
+        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
+        "queues": [{"name": "p", "target": "lab", "kind": "delete", "schema": "lab", "table": "frag_part",
+                    "key": "msg_id"}],
+    })
+    with lab.connect() as conn:
+        pages = dict(conn.execute("SELECT relname, relpages FROM pg_class WHERE relname IN "
+                                  "('frag_part_a', 'frag_part_b')").fetchall())
+    # Without pgstattuple's functions (a login outside pg_stat_scan_tables) the figures are the
+    # estimates from the partitions' pg_class and pg_stats rows.
+    reader = f"frag_reader_{uuid.uuid4().hex[:8]}"
+    password = uuid.uuid4().hex
+    with lab.connect() as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(reader), sql.Literal(password)))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA lab TO {}").format(sql.Identifier(reader)))
+        conn.execute(sql.SQL("GRANT SELECT ON lab.frag_part, lab.frag_part_a, lab.frag_part_b TO {}").format(
+            sql.Identifier(reader)))
+    estimated = config_mod.parse({
+        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url.replace("queueops@", f"{reader}@"),
+                     "password": password}],
+        "queues": [{"name": "p", "target": "lab", "kind": "delete", "schema": "lab", "table": "frag_part",
+                    "key": "msg_id"}],
+    })
+    try:
+        before, est_before = collect(cfg, "fragmentation_pct"), collect(estimated, "fragmentation_pct")
+        for c, source in ((before, "pgstatindex"), (est_before, "estimate (pg_class, pg_stats)")):
+            assert c.ok("fragmentation_pct").ok, c.ok("fragmentation_pct")
+            note = json.loads(c.row("p", "page_density_pct").note)
+            assert note == {"source": source, "index": "frag_part_msg_id_idx", "partitions": 2}
+            assert c.value("p", "table_pages") == sum(pages.values())
+            assert c.value("p", "page_count") > 100  # the two partitions' index pages, not the parent's none
+            assert c.value("p", "page_density_pct") > 80 and c.value("p", "table_bloat_pct") < 20, c.rows
+        with lab.connect() as conn:  # 9 of every 10 rows of partition b go: its pages stay, mostly empty
+            conn.execute("DELETE FROM lab.frag_part WHERE msg_id >= 20000 AND msg_id % 10 <> 0")
+            conn.execute("VACUUM lab.frag_part_b")
+        # Half the pages (b's) are now about 10 % full: the page-weighted figures land between.
+        for b, c in ((before, collect(cfg, "fragmentation_pct")), (est_before, collect(estimated, "fragmentation_pct"))):
+            assert 30 < c.value("p", "page_density_pct") < b.value("p", "page_density_pct") - 30, c.rows
+            assert c.value("p", "table_bloat_pct") > b.value("p", "table_bloat_pct") + 30, c.rows
+    finally:
+        with lab.connect() as conn:
+            conn.execute("DROP TABLE lab.frag_part")
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(reader)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(reader)))
 
 
 def test_lock_hold_shows_waiters_the_blocker_and_times_out_only_the_collectors_that_need_the_table(
