@@ -103,11 +103,12 @@ def _pg_index(run: Callable[[Any], list[dict[str, Any]]], sqlf: Any, table: dict
     name, schema = r["index_name"], r["index_schema"]
     bloat = leaf_frag = density = None
     if r["method"] == "btree" and r["valid"] and table["has_pgstatindex"] and not identifier_problem(name, "postgresql"):
-        # Live rows: pg_class.reltuples (set by ANALYZE / VACUUM) when known, else pg_stat's counter,
-        # which lags behind the sessions' changes by up to a second or more.
-        dead = int(table["dead_tuples"])
-        live = float(table["reltuples"]) if table["reltuples"] is not None and table["reltuples"] >= 0 \
-            else int(table["live_tuples"])
+        # Live rows of the index's own table (a partition's, on a partitioned table):
+        # pg_class.reltuples (set by ANALYZE / VACUUM) when known, else pg_stat's counter, which lags
+        # behind the sessions' changes by up to a second or more.
+        dead = int(r["table_dead_tuples"])
+        live = float(r["table_reltuples"]) if r["table_reltuples"] is not None and r["table_reltuples"] >= 0 \
+            else int(r["table_live_tuples"])
         live_fraction = live / (live + dead) if live + dead else 1.0
         try:
             s = run(sqlf.render("index_stats", {}, {"qualified_index": quote_table(schema, name, "postgresql")}))[0]

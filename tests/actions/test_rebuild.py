@@ -83,6 +83,58 @@ def test_rebuild_after_churn_bloat_falls_and_dequeuers_keep_running(acts, monkey
           f"over {end - start:.2f} s")
 
 
+PARTED = """
+[[queues]]
+name = "parted"
+target = "lab"
+kind = "delete"
+schema = "qa äct"
+table = "parted_q"
+key = "id"
+enqueued_at = "enqueued_at"
+"""
+
+
+def test_a_partitioned_queue_is_rebuilt_partition_by_partition(acts) -> None:  # noqa: ANN001
+    """pg-boss's job table and PGMQ's partitioned queues: the parent's indexes are partitioned
+    indexes that pgstatindex refuses, so every bloat figure was unknown and nothing was reindexed.
+    The partitions' own indexes are measured, each with its own table's rows, and only the bloated
+    partition's are rebuilt; VACUUM of the parent reaches every partition."""
+    acts.sql("DROP TABLE IF EXISTS @S.parted_q")
+    acts.sql("CREATE TABLE @S.parted_q (id bigint NOT NULL, enqueued_at timestamptz NOT NULL DEFAULT now(), "
+             "payload text NOT NULL DEFAULT '', PRIMARY KEY (id)) PARTITION BY RANGE (id)")
+    acts.sql("CREATE TABLE @S.parted_q_a PARTITION OF @S.parted_q FOR VALUES FROM (0) TO (200001) "
+             "WITH (autovacuum_enabled = off)")
+    acts.sql("CREATE TABLE @S.parted_q_b PARTITION OF @S.parted_q FOR VALUES FROM (200001) TO (400001) "
+             "WITH (autovacuum_enabled = off)")
+    try:
+        with acts.connect() as conn:  # a's rows churn (9 of 10 deleted); b's stay
+            conn.execute("INSERT INTO @S.parted_q (id) SELECT g FROM generate_series(1, 400000) AS g")
+            conn.execute("DELETE FROM @S.parted_q WHERE id <= 200000 AND id % 10 <> 0")
+            conn.execute("SELECT pg_stat_force_next_flush()")
+        acts.sql("ANALYZE @S.parted_q_a, @S.parted_q_b")
+        acts.write_config("parted", 'user = "olga"\nroles = { olga = "operator" }', extra=PARTED)
+        cfg = acts.config("parted")
+        plan = actions.plan(cfg, "rebuild", "parted", {"min_pages": 100})  # each partition's index: 551 pages
+        p = plan.preview
+        by_name = {r["index"]: r for r in p.rows}
+        assert set(by_name) == {"parted_q_a_pkey", "parted_q_b_pkey"}, p.rows
+        assert not any("failed" in w for w in p.warnings), p.warnings
+        assert by_name["parted_q_a_pkey"]["operation"] == "reindex_concurrently", by_name
+        assert by_name["parted_q_a_pkey"]["bloat_pct"] >= 30
+        assert by_name["parted_q_b_pkey"]["operation"] == "none" and by_name["parted_q_b_pkey"]["bloat_pct"] < 30
+        assert [s.label for s in p.steps] == ["reindex_concurrently parted_q_a_pkey", 'vacuum "qa äct"."parted_q"']
+        assert p.details["table"]["dead_tuples"] >= 150_000  # the partitions' dead tuples, not the parent's 0
+        result = actions.execute(cfg, plan)
+        assert result.outcome == "ok", result.error
+        after = {r["index"]: r for r in actions.plan(cfg, "rebuild", "parted", {"min_pages": 0}).preview.rows}
+        assert after["parted_q_a_pkey"]["bloat_pct"] < 15 and after["parted_q_a_pkey"]["operation"] == "none", after
+        assert acts.sql("SELECT count(*) FROM @S.parted_q")[0][0] == 220_000
+        assert acts.sql("SELECT sum(n_dead_tup) FROM pg_stat_user_tables WHERE relname LIKE 'parted_q_%%'")[0][0] == 0
+    finally:
+        acts.sql("DROP TABLE IF EXISTS @S.parted_q")
+
+
 def test_small_or_healthy_indexes_are_left_alone(acts) -> None:  # noqa: ANN001
     acts.sql("INSERT INTO @churn (id) SELECT g FROM generate_series(1, 2000) AS g")
     cfg = acts.config()

@@ -5,9 +5,18 @@
 -- CONCURRENTLY leaves an invalid index named <index>_ccnew (or _ccold); the preview lists such
 -- leftovers and the action drops them first (DROP INDEX CONCURRENTLY), but never one that another
 -- session is building or dropping (block leftovers).
+-- A partitioned table (pg-boss's job table, PGMQ's partitioned queues) has no index pages of its
+-- own: its indexes are partitioned indexes, which pgstatindex refuses ('is not a btree index'), so
+-- every figure was unknown and nothing was reindexed. Its indexes here are its partitions' (the
+-- leaves of pg_partition_tree; a plain table is its own one), each measured and reindexed on its
+-- own, with its own table's rows and dead tuples; VACUUM of the parent vacuums every partition.
 -- @block indexes
 -- index_oid: what the execution binds each previewed index by (a name may be another index by then).
+-- table_*: the figures of the table (the partition) the index is on.
 SELECT i.indexrelid::bigint AS index_oid, ic.relname AS index_name, n.nspname AS index_schema, am.amname AS method,
+       tc.relname AS table_name, tc.reltuples AS table_reltuples,
+       pg_stat_get_live_tuples(i.indrelid) AS table_live_tuples,
+       pg_stat_get_dead_tuples(i.indrelid) AS table_dead_tuples,
        i.indisvalid AS valid, i.indisprimary AS is_primary, i.indisunique AS is_unique,
        pg_relation_size(i.indexrelid) AS bytes,
        pg_relation_size(i.indexrelid) / current_setting('block_size')::int AS pages,
@@ -18,22 +27,31 @@ FROM pg_index AS i
 JOIN pg_class AS ic ON ic.oid = i.indexrelid
 JOIN pg_namespace AS n ON n.oid = ic.relnamespace
 JOIN pg_am AS am ON am.oid = ic.relam
-WHERE i.indrelid = to_regclass(:qualified_table)
+JOIN pg_class AS tc ON tc.oid = i.indrelid
+WHERE i.indrelid IN (SELECT unnest(coalesce((SELECT array_agg(p.relid::oid) FROM pg_partition_tree(r.oid) AS p
+                                              WHERE p.isleaf), ARRAY[r.oid]))
+                     FROM (SELECT to_regclass(:qualified_table) AS oid) AS r)
 ORDER BY ic.relname
 -- @block table
 -- relkind: r table, p partitioned table; anything else (a view) is refused: VACUUM would skip it
--- with a mere warning and it has no indexes of its own.
+-- with a mere warning and it has no indexes of its own. A partitioned table's figures are its
+-- partitions' summed (its own are zeros); its last vacuum that of the least recently vacuumed one.
 SELECT c.oid IS NOT NULL AS table_exists, c.relkind::text AS relkind,
-       coalesce(s.n_live_tup, 0) AS live_tuples, coalesce(s.n_dead_tup, 0) AS dead_tuples,
-       c.reltuples AS reltuples,
-       s.last_vacuum, s.last_autovacuum, pg_table_size(c.oid) AS table_bytes,
+       coalesce(st.live, 0) AS live_tuples, coalesce(st.dead, 0) AS dead_tuples,
+       c.reltuples AS reltuples, st.last_vacuum, st.last_autovacuum, st.bytes AS table_bytes,
        current_setting('server_version_num')::int AS server_version,
        to_regprocedure('pgstatindex(regclass)') IS NOT NULL AS has_pgstatindex,
        (SELECT string_agg(p.pid::text, ', ') FROM pg_stat_progress_create_index AS p
-        WHERE p.relid = c.oid AND p.pid <> pg_backend_pid()) AS other_builds
+        WHERE p.relid = ANY (lv.rels || c.oid) AND p.pid <> pg_backend_pid()) AS other_builds
 FROM (SELECT to_regclass(:qualified_table) AS oid) AS r
 LEFT JOIN pg_class AS c ON c.oid = r.oid
-LEFT JOIN pg_stat_user_tables AS s ON s.relid = c.oid
+LEFT JOIN LATERAL (SELECT coalesce((SELECT array_agg(p.relid::oid) FROM pg_partition_tree(c.oid) AS p WHERE p.isleaf),
+                                   ARRAY[c.oid]) AS rels) AS lv ON c.oid IS NOT NULL
+LEFT JOIN LATERAL (SELECT sum(pg_stat_get_live_tuples(l.rel)) AS live, sum(pg_stat_get_dead_tuples(l.rel)) AS dead,
+                          min(pg_stat_get_last_vacuum_time(l.rel)) AS last_vacuum,
+                          min(pg_stat_get_last_autovacuum_time(l.rel)) AS last_autovacuum,
+                          sum(pg_table_size(l.rel)) AS bytes
+                   FROM unnest(lv.rels) AS l (rel)) AS st ON c.oid IS NOT NULL
 -- @block index_stats
 -- pgstatindex (extension pgstattuple) reads the whole index: exact leaf density and leaf
 -- fragmentation, bounded by the statement timeout.
@@ -61,7 +79,10 @@ SELECT i.indexrelid::bigint AS index_oid, ic.relname AS index_name, n.nspname AS
 FROM pg_index AS i
 JOIN pg_class AS ic ON ic.oid = i.indexrelid
 JOIN pg_namespace AS n ON n.oid = ic.relnamespace
-WHERE i.indrelid = to_regclass(:qualified_table) AND NOT i.indisvalid AND ic.relname ~ '_cc(new|old)[0-9]*$'
+WHERE i.indrelid IN (SELECT unnest(coalesce((SELECT array_agg(p.relid::oid) FROM pg_partition_tree(r.oid) AS p
+                                              WHERE p.isleaf), ARRAY[r.oid]))
+                     FROM (SELECT to_regclass(:qualified_table) AS oid) AS r)
+  AND NOT i.indisvalid AND ic.relname ~ '_cc(new|old)[0-9]*$'
 ORDER BY ic.relname
 -- @block drop_leftover
 -- No IF EXISTS: a leftover another session dropped meanwhile fails here ("does not exist") and is
