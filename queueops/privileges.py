@@ -54,6 +54,8 @@ class Relation:
     owner_rights: bool
     maintain: bool
     update: frozenset[str] = frozenset()
+    partitions: int = 0  # a partitioned table's partitions; 0 for any other table
+    unread: tuple[tuple[str, str], ...] = ()  # (schema, name) of the partitions this login may not SELECT
 
     @property
     def qualified(self) -> str:
@@ -142,7 +144,8 @@ def _relation(r: dict[str, Any]) -> Relation:
     return Relation(r["schema_name"], r["table_name"], bool(r["schema_exists"]), bool(r["schema_usage"]),
                     bool(r["table_exists"]), r["relkind"], r["owner"], bool(r["owner_superuser"]),
                     bool(r["can_select"]), bool(r["can_insert"]), bool(r["can_delete"]), bool(r["owner_rights"]),
-                    bool(r["maintain"]))
+                    bool(r["maintain"]), partitions=int(r["partitions"] or 0),
+                    unread=tuple(zip(r["unread_schemas"] or (), r["unread_tables"] or (), strict=True)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,7 +250,35 @@ def collector_missing(login: Login, queues: Sequence[Queue]) -> list[Finding]:
                 out.append(Finding("error", q.name, fld, table,
                                    f"{who} lacks {' and '.join(missing)}: {_reading_collectors(q, fld)} fail on "
                                    "every cycle (permission denied)", "; ".join(fixes)))
+            elif rel.unread:
+                out.append(_unread_partitions(login, q, fld, rel))
     return out
+
+
+# Past this many partitions to grant, the fix grants the schema's tables instead of naming each.
+NAMED_PARTITIONS = 5
+
+
+def _unread_partitions(login: Login, q: Queue, fld: str, rel: Relation) -> Finding:
+    """A partitioned table whose rows the login reads through the parent but whose partitions it
+    may not SELECT: PostgreSQL shows a partition's statistics (pg_stats) only to a login that may
+    read that partition, and the estimates above the count cap are made from them. Nothing fails,
+    which is why it needs saying: the figures silently stop being estimates."""
+    who = f"the collector login {login.name!r}"
+    n, names = len(rel.unread), ", ".join(quote_table(s, t, DIALECT) for s, t in rel.unread[:NAMED_PARTITIONS])
+    schemas = sorted({s for s, _ in rel.unread})
+    if n <= NAMED_PARTITIONS:
+        fixes = [grant("select", login.name, table=p) for p in rel.unread]
+    else:
+        fixes = [grant("select_all", login.name, schema=s) for s in schemas]
+    if rel.owner:
+        fixes += [grant("default_select", login.name, schema=s, role=rel.owner) for s in schemas]
+    return Finding("warning", q.name, fld, rel.table,
+                   f"{who} may read {rel.qualified} but not {n} of its {rel.partitions} partitions "
+                   f"({names}{', ...' if n > NAMED_PARTITIONS else ''}): PostgreSQL shows a partition's statistics "
+                   "only to a login that may read it, so above the count cap depth and the status counts read "
+                   "'at least' instead of an estimate (table_bloat_pct has none); a partition the library creates "
+                   "later needs the grant too, which the default privileges give", "; ".join(fixes))
 
 
 def collector_blocked(login: Login, q: Queue) -> bool:

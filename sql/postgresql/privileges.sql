@@ -28,6 +28,10 @@ WHERE r.rolname = current_user
 --                 what REINDEX, VACUUM and DROP INDEX need up to PostgreSQL 16
 --   maintain      PostgreSQL 17+: the MAINTAIN privilege (GRANT MAINTAIN, or pg_maintain), which
 --                 is enough for REINDEX and VACUUM; false on older servers
+--   partitions    a partitioned table's partitions (pg_partition_tree's leaves; 0 for any other)
+--   unread_*      those this login may not SELECT (schema and name, by name): SELECT on the parent
+--                 reads their rows through it, but pg_stats shows a partition's statistics only to
+--                 a login that may read that partition, and the estimates are made from them
 SELECT t.i::int AS i, t.schema_name, t.table_name, t.column_name,
        n.oid IS NOT NULL AS schema_exists,
        coalesce(has_schema_privilege(n.oid, 'USAGE'), false) AS schema_usage,
@@ -42,7 +46,8 @@ SELECT t.i::int AS i, t.schema_name, t.table_name, t.column_name,
        coalesce(CASE WHEN current_setting('server_version_num')::int >= 170000
                      THEN has_table_privilege(c.oid, 'MAINTAIN') END, false) AS maintain,
        CASE WHEN t.column_name IS NOT NULL
-            THEN coalesce(has_column_privilege(c.oid, a.attnum, 'UPDATE'), false) END AS column_update
+            THEN coalesce(has_column_privilege(c.oid, a.attnum, 'UPDATE'), false) END AS column_update,
+       coalesce(pp.partitions, 0) AS partitions, pp.unread_schemas, pp.unread_tables
 FROM unnest(ARRAY[:schemas]::text[], ARRAY[:tables]::text[], ARRAY[:columns]::text[])
      WITH ORDINALITY AS t (schema_name, table_name, column_name, i)
 LEFT JOIN pg_namespace AS n ON n.nspname = t.schema_name
@@ -50,4 +55,13 @@ LEFT JOIN pg_class AS c ON c.relnamespace = n.oid AND c.relname = t.table_name
 LEFT JOIN pg_roles AS o ON o.oid = c.relowner
 LEFT JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attname = t.column_name AND a.attnum > 0
                            AND NOT a.attisdropped
+LEFT JOIN LATERAL (SELECT count(*)::int AS partitions,
+                          array_agg(ln.nspname::text ORDER BY ln.nspname, l.relname)
+                              FILTER (WHERE NOT has_table_privilege(l.oid, 'SELECT')) AS unread_schemas,
+                          array_agg(l.relname::text ORDER BY ln.nspname, l.relname)
+                              FILTER (WHERE NOT has_table_privilege(l.oid, 'SELECT')) AS unread_tables
+                   FROM pg_partition_tree(c.oid) AS p
+                   JOIN pg_class AS l ON l.oid = p.relid
+                   JOIN pg_namespace AS ln ON ln.oid = l.relnamespace
+                   WHERE c.relkind = 'p' AND t.column_name IS NULL AND p.isleaf) AS pp ON true
 ORDER BY t.i

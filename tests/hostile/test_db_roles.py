@@ -402,6 +402,75 @@ def test_config_check_live_names_what_each_missing_grant_disables(roles: Roles) 
     assert proc.stdout.splitlines()[-1] == f"{path}: ok (0 error(s), 0 warning(s))", proc.stdout
 
 
+PARTED = """
+[[queues]]
+name = "parted"
+target = "lab"
+kind = "status"
+schema = "{schema}"
+table = "parted"
+key = "id"
+enqueued_at = "enqueued_at"
+status_column = "status"
+ready_values = [0]
+processing_values = [1]
+done_values = [2]
+"""
+
+
+def test_partitions_the_collector_may_not_read_hide_their_statistics_and_check_live_says_so(roles: Roles) -> None:
+    """pg-boss's job table: SELECT on the parent reads every row, but pg_stats shows a partition's
+    statistics only to a login that may read that partition, so every estimate above the cap read
+    'at least' with nothing failing. check --live names the partitions and the grants, default
+    privileges included (pg-boss creates a partition per queue); with them the estimate is back."""
+    r = roles
+    ident = sql.Identifier
+    with r.lab.connect() as conn:
+        conn.execute(sql.SQL("SET ROLE {}").format(ident(r.owner)))
+        conn.execute(sql.SQL("CREATE TABLE {} (id bigint NOT NULL, status int NOT NULL, enqueued_at timestamptz "
+                             "NOT NULL DEFAULT now(), PRIMARY KEY (status, id)) PARTITION BY LIST (status)")
+                     .format(r.s("parted")))
+        for part, values in (("parted_open", "0, 1"), ("parted_done", "2")):
+            conn.execute(sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES IN (" + values + ")")
+                         .format(r.s(part), r.s("parted")))
+        conn.execute(sql.SQL("INSERT INTO {} (id, status) SELECT g, CASE WHEN g % 4 = 0 THEN 2 ELSE 0 END "
+                             "FROM generate_series(1, 4000) AS g").format(r.s("parted")))
+        conn.execute(sql.SQL("ANALYZE {}, {}").format(r.s("parted_open"), r.s("parted_done")))  # as autovacuum does
+        conn.execute("RESET ROLE")
+    r.run(sql.SQL("GRANT SELECT ON {} TO {}").format(r.s("parted"), ident(r.collector)))  # the parent only
+    path = r.config("parted", extra=PARTED.format(schema=r.schema))
+
+    def check() -> list[str]:
+        proc = r.cli("config", "check", "--live", config=path)
+        return [ln for ln in _findings(proc.stdout, path) if "queue 'parted': table = 'parted'" in ln]
+
+    def depth() -> dict:
+        proc = r.cli("collect", "--once", "--json", config=path)
+        rows = [json.loads(line) for line in proc.stdout.splitlines()]
+        return next(m for m in rows if m.get("queue") == "parted" and m.get("metric") == "depth")
+
+    blind = depth()
+    assert blind["value"] == 1000 and blind["note"].startswith("at least"), blind  # 3,000 ready
+    found = check()
+    assert len(found) == 1 and ": warning: " in found[0], found
+    s, coll = f'"{r.schema}"', f'"{r.collector}"'
+    assert "may read" in found[0] and "but not 2 of its 2 partitions" in found[0] and "'at least'" in found[0]
+    fixes = found[0].split("; fix: ", 1)[1].split("; ")
+    assert fixes == [f'GRANT SELECT ON {s}."parted_done" TO {coll}', f'GRANT SELECT ON {s}."parted_open" TO {coll}',
+                     f'ALTER DEFAULT PRIVILEGES FOR ROLE "{r.owner}" IN SCHEMA {s} GRANT SELECT ON TABLES TO {coll}']
+    for stmt in fixes:
+        r.run(stmt)
+    assert check() == []
+    seen = depth()
+    assert seen["note"] == "estimate (pg_stats MCV)" and abs(seen["value"] - 3000) < 150, seen
+    # A partition the owner adds later is covered by the default privileges.
+    with r.lab.connect() as conn:
+        conn.execute(sql.SQL("SET ROLE {}").format(ident(r.owner)))
+        conn.execute(sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES IN (3)").format(r.s("parted_failed"),
+                                                                                        r.s("parted")))
+    assert check() == []
+
+
 def test_an_action_login_that_cannot_connect_is_an_error(roles: Roles) -> None:
     path = roles.config("noaction", action="qo_nobody_at_all")
     proc = roles.cli("config", "check", "--live", config=path)
