@@ -45,30 +45,21 @@ WITH queueops_q AS MATERIALIZED (
     SELECT t.queue, CASE WHEN c.relkind = 'p' THEN coalesce(pt.tuples, -1) ELSE c.reltuples END AS reltuples,
            coalesce(pt.n_live_tup, pg_stat_get_live_tuples(c.oid)) AS n_live_tup,
            coalesce(pt.pages, c.relpages, 0) AS pages,
-           s.status_vals, s.status_freqs,
+           ps.status_vals, ps.status_freqs,
            -- open_when_null (issue 29): the open rows as the library's partial index on them counts
            -- them (its reltuples, set by ANALYZE and VACUUM); NULL without such an index.
            o.open_tuples,
-           l.null_frac AS lease_null_frac, e.null_frac AS error_null_frac,
-           d.due_share,
-           -- closed_when_true (pg-boss 12's blocked jobs): the share of rows whose flag is true, its
-           -- most common value true ('t') in pg_stats, summed over the queue's flags; 0 without one.
-           coalesce((SELECT sum(x.f) FROM regexp_split_to_table(t.closed_cols, E'\n') AS cc (n)
-                     CROSS JOIN LATERAL (
-                         SELECT sum(r.w * coalesce(st.f, 0)) / nullif(sum(r.w), 0) AS f
-                         FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
-                         CROSS JOIN LATERAL (
-                             SELECT (SELECT m.f FROM unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS m (v, f)
-                                     WHERE m.v IN ('t', 'true')) AS f
-                             FROM pg_stats AS st WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = cc.n
-                             ORDER BY st.inherited LIMIT 1) AS st) AS x
-                     WHERE t.closed_cols <> ''), 0) AS closed_share,
+           ps.lease_null_frac, ps.error_null_frac, ps.due_share,
+           -- closed_when_true (pg-boss 12's blocked jobs): the share of rows whose flag is true,
+           -- summed over the queue's flags; 0 without one.
+           coalesce(ps.closed_share, 0) AS closed_share,
            -- A lease queue's free share (lease_follow_runnable's estimate above the cap): the
            -- lease's null_frac, and with a ready_flag the smaller of that and the flag's true share
            -- (graphile-worker's is_available implies locked_at IS NULL: the flag's rows are free
            -- rows); NULL for a lock-until lease (lease_ready "past") or without statistics.
            CASE WHEN t.lease_free = 'null' THEN
-                CASE WHEN t.flag_col = '' THEN l.null_frac ELSE least(l.null_frac, fl.share) END END AS free_share
+                CASE WHEN t.flag_col = '' THEN ps.lease_null_frac ELSE least(ps.lease_null_frac, ps.flag_share) END
+           END AS free_share
     FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:schema_names]::text[],
                 ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
                 ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[],
@@ -91,61 +82,65 @@ WITH queueops_q AS MATERIALIZED (
     CROSS JOIN LATERAL (SELECT CASE WHEN c.relkind = 'p' THEN pt.schs ELSE ARRAY[t.sch] END AS schs,
                                CASE WHEN c.relkind = 'p' THEN pt.tbls ELSE ARRAY[t.tbl] END AS tbls,
                                CASE WHEN c.relkind = 'p' THEN pt.ws ELSE ARRAY[1::float8] END AS ws) AS src
-    LEFT JOIN LATERAL (SELECT array_agg(mv.v ORDER BY mv.v) AS status_vals, array_agg(mv.f ORDER BY mv.v) AS status_freqs
-                       FROM (SELECT m.v, sum(sr.w * m.f) / min(sr.total) AS f
-                             FROM (SELECT r.w, st.most_common_vals::text::text[] AS vals, st.most_common_freqs AS freqs,
-                                          sum(r.w) OVER () AS total
-                                   FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
-                                   CROSS JOIN LATERAL (SELECT st.most_common_vals, st.most_common_freqs FROM pg_stats AS st
-                                                       WHERE st.schemaname = r.sch AND st.tablename = r.tbl
-                                                         AND st.attname = t.status_col
-                                                       ORDER BY st.inherited LIMIT 1) AS st) AS sr
-                             CROSS JOIN LATERAL unnest(sr.vals, sr.freqs) AS m (v, f)
-                             WHERE sr.total > 0
-                             GROUP BY m.v) AS mv) AS s ON true
-    LEFT JOIN LATERAL (SELECT sum(r.w * st.null_frac) / nullif(sum(r.w), 0) AS null_frac
-                       FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
-                       CROSS JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
-                                           WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = t.lease_col
-                                           ORDER BY st.inherited LIMIT 1) AS st) AS l ON true
-    LEFT JOIN LATERAL (SELECT sum(r.w * st.null_frac) / nullif(sum(r.w), 0) AS null_frac
-                       FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
-                       CROSS JOIN LATERAL (SELECT st.null_frac FROM pg_stats AS st
-                                           WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = t.error_col
-                                           ORDER BY st.inherited LIMIT 1) AS st) AS e ON true
-    LEFT JOIN LATERAL (SELECT sum(r.w * coalesce(st.f, 0)) / nullif(sum(r.w), 0) AS share
-                       FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
-                       CROSS JOIN LATERAL (
-                           SELECT (SELECT m.f FROM unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS m (v, f)
-                                   WHERE m.v IN ('t', 'true')) AS f
-                           FROM pg_stats AS st WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = t.flag_col
-                           ORDER BY st.inherited LIMIT 1) AS st
-                       WHERE t.flag_col <> '') AS fl ON true
-    -- The share of rows that are due: the most common values that are (their frequencies), plus
-    -- the rest of the non-NULL rows times the share of histogram bounds that are (the histogram
-    -- leaves the most common values out: a batch sharing one PGMQ vt is an MCV, and the histogram
-    -- alone read it as absent, -22 %; issue 29). NULL when never analyzed. Each value as its
-    -- queue's {clock} reads it (issue 29): naive UTC times (naive_times = "utc") against the UTC
-    -- wall clock, any other as timestamptz (a naive value in the session's zone, as a comparison
-    -- with now() reads it).
-    LEFT JOIN LATERAL (SELECT sum(r.w * ds.share) / nullif(sum(r.w), 0) AS due_share
-                       FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
-                       CROSS JOIN LATERAL (SELECT st.histogram_bounds, st.most_common_vals, st.most_common_freqs, st.null_frac
-                                           FROM pg_stats AS st
-                                           WHERE st.schemaname = r.sch AND st.tablename = r.tbl AND st.attname = t.due_col
-                                           ORDER BY st.inherited LIMIT 1) AS d
-                       CROSS JOIN LATERAL (SELECT
-           CASE WHEN d.histogram_bounds IS NOT NULL OR d.most_common_vals IS NOT NULL THEN
-               coalesce((SELECT sum(m.f) FROM unnest(d.most_common_vals::text::text[], d.most_common_freqs) AS m (v, f)
-                         WHERE CASE WHEN t.naive_zone = 'UTC' THEN m.v::timestamp <= (now() AT TIME ZONE 'UTC')
-                                    ELSE m.v::timestamptz <= now() END), 0)
-               + greatest(1 - coalesce((SELECT sum(m.f) FROM unnest(d.most_common_freqs) AS m (f)), 0)
-                            - coalesce(d.null_frac, 0), 0)
-                 * coalesce((SELECT avg((CASE WHEN t.naive_zone = 'UTC' THEN b.v::timestamp <= (now() AT TIME ZONE 'UTC')
-                                             ELSE b.v::timestamptz <= now() END)::int)
-                             FROM unnest(d.histogram_bounds::text::text[]) AS b (v)), 0)
-           END AS share) AS ds
-                       WHERE ds.share IS NOT NULL) AS d ON true
+    -- Every statistic the queue's figures use, from one read of pg_stats per source: the row of
+    -- each of the queue's columns (status, lease, error, ready_flag, due, closed_when_true flags),
+    -- the non-inherited one first. Per column (cols), each source's figure weighted by its rows
+    -- over the sources that have a row for that column:
+    --   null_frac    the lease's and the error column's share of NULLs
+    --   true_share   a boolean's share of true (its most common value 't'; 0 when true is not one)
+    --   due_share    the due column's share of rows that are due: the most common values that are
+    --                (their frequencies), plus the rest of the non-NULL rows times the share of
+    --                histogram bounds that are (the histogram leaves the most common values out: a
+    --                batch sharing one PGMQ vt is an MCV, and the histogram alone read it as absent,
+    --                -22 %; issue 29). Each value as its queue's {clock} reads it (issue 29): naive
+    --                UTC times (naive_times = "utc") against the UTC wall clock, any other as
+    --                timestamptz (a naive value in the session's zone, as a comparison with now()
+    --                reads it). NULL when never analyzed.
+    -- and the status column's most common values with their weighted frequencies (status_vals,
+    -- status_freqs; a value a source does not list counts 0 there).
+    LEFT JOIN LATERAL (
+        WITH rows AS (
+            SELECT r.w, st.attname, st.null_frac, st.vals, st.freqs,
+                   (SELECT m.f FROM unnest(st.vals, st.freqs) AS m (v, f) WHERE m.v IN ('t', 'true')) AS true_f,
+                   CASE WHEN st.attname = t.due_col AND (st.bounds IS NOT NULL OR st.vals IS NOT NULL) THEN
+                       coalesce((SELECT sum(m.f) FROM unnest(st.vals, st.freqs) AS m (v, f)
+                                 WHERE CASE WHEN t.naive_zone = 'UTC' THEN m.v::timestamp <= (now() AT TIME ZONE 'UTC')
+                                            ELSE m.v::timestamptz <= now() END), 0)
+                       + greatest(1 - coalesce((SELECT sum(m.f) FROM unnest(st.freqs) AS m (f)), 0)
+                                    - coalesce(st.null_frac, 0), 0)
+                         * coalesce((SELECT avg((CASE WHEN t.naive_zone = 'UTC'
+                                                      THEN b.v::timestamp <= (now() AT TIME ZONE 'UTC')
+                                                      ELSE b.v::timestamptz <= now() END)::int)
+                                     FROM unnest(st.bounds) AS b (v)), 0)
+                   END AS due_share
+            FROM unnest(src.schs, src.tbls, src.ws) AS r (sch, tbl, w)
+            CROSS JOIN LATERAL (SELECT DISTINCT ON (st.attname) st.attname, st.null_frac,
+                                       st.most_common_vals::text::text[] AS vals, st.most_common_freqs AS freqs,
+                                       st.histogram_bounds::text::text[] AS bounds
+                                FROM pg_stats AS st
+                                WHERE st.schemaname = r.sch AND st.tablename = r.tbl
+                                  AND st.attname = ANY (ARRAY[t.status_col, t.lease_col, t.error_col, t.flag_col, t.due_col]
+                                                        || string_to_array(t.closed_cols, E'\n'))
+                                ORDER BY st.attname, st.inherited) AS st),
+        cols AS (
+            SELECT x.attname, sum(x.w * x.null_frac) / nullif(sum(x.w), 0) AS null_frac,
+                   sum(x.w * coalesce(x.true_f, 0)) / nullif(sum(x.w), 0) AS true_share,
+                   sum(x.w * x.due_share) FILTER (WHERE x.due_share IS NOT NULL)
+                       / nullif(sum(x.w) FILTER (WHERE x.due_share IS NOT NULL), 0) AS due_share
+            FROM rows AS x GROUP BY x.attname)
+        SELECT (SELECT k.null_frac FROM cols AS k WHERE k.attname = t.lease_col) AS lease_null_frac,
+               (SELECT k.null_frac FROM cols AS k WHERE k.attname = t.error_col) AS error_null_frac,
+               (SELECT k.true_share FROM cols AS k WHERE k.attname = t.flag_col) AS flag_share,
+               (SELECT sum(k.true_share) FROM cols AS k
+                WHERE k.attname = ANY (string_to_array(t.closed_cols, E'\n'))) AS closed_share,
+               (SELECT k.due_share FROM cols AS k WHERE k.attname = t.due_col) AS due_share,
+               mv.status_vals, mv.status_freqs
+        FROM (SELECT array_agg(v.v ORDER BY v.v) AS status_vals, array_agg(v.f ORDER BY v.v) AS status_freqs
+              FROM (SELECT m.v, sum(x.w * m.f) / min(tot.w) AS f
+                    FROM (SELECT sum(y.w) AS w FROM rows AS y WHERE y.attname = t.status_col) AS tot
+                    CROSS JOIN rows AS x CROSS JOIN LATERAL unnest(x.vals, x.freqs) AS m (v, f)
+                    WHERE x.attname = t.status_col AND tot.w > 0
+                    GROUP BY m.v) AS v) AS mv) AS ps ON true
     -- A valid partial index whose predicate is exactly "col IS NULL" for each open_when_null column
     -- (in any order): GoodJob's index_good_jobs_on_priority_scheduled_at_unfinished_unlocked, Que's
     -- que_poll_idx. Its conjuncts as pg_get_expr prints them, parentheses trimmed, against the

@@ -23,7 +23,7 @@
 -- pgstattuple installed the statement failed.
 -- @block any
 SELECT :queue AS queue, v.metric, v.value, v.note
-FROM (SELECT c.oid, c.relkind, st.n_dead_tup, st.n_live_tup, st.vacuumed, st.parts, st.dirty,
+FROM (SELECT c.relkind, st.n_dead_tup, st.n_live_tup, st.vacuumed, st.parts, st.dirty,
              (SELECT 'SELECT sum(a.dead_tuple_count) AS dead_tuple_count, sum(a.approx_tuple_count) AS approx_tuple_count FROM ('
                      || string_agg(format('SELECT dead_tuple_count, approx_tuple_count FROM %I.pgstattuple_approx(%s::oid::regclass)',
                                           n.nspname, l.rel), ' UNION ALL ') || ') AS a'

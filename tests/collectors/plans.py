@@ -15,8 +15,10 @@ def explain(cfg: config_mod.Config, collector: str, target: str | None = None) -
     return explain_all(cfg, collector, target)["Plan"]
 
 
-def explain_all(cfg: config_mod.Config, collector: str, target: str | None = None) -> dict[str, Any]:
-    """The whole EXPLAIN (ANALYZE, FORMAT JSON) result: the plan, and its JIT entry if any."""
+def explain_all(cfg: config_mod.Config, collector: str, target: str | None = None,
+                jit_above_cost: float | None = None) -> dict[str, Any]:
+    """The whole EXPLAIN (ANALYZE, FORMAT JSON) result: the plan, and its JIT entry if any (with
+    ``jit_above_cost``, set in the collectors' own session after its setup)."""
     t = cfg.target(target) if target else cfg.targets[0]
     stmt = runner.build_statement(registry.by_name(collector), t, cfg.queues_of(t.name))
     assert stmt is not None
@@ -24,6 +26,8 @@ def explain_all(cfg: config_mod.Config, collector: str, target: str | None = Non
     try:
         conn.execute(sessions.reading(t))
         cur = conn.raw.cursor()
+        if jit_above_cost is not None:
+            cur.execute("SELECT set_config('jit_above_cost', %s, false)", (str(jit_above_cost),))
         cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + stmt.sql, stmt.params)
         return cur.fetchone()[0][0]
     finally:
