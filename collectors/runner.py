@@ -16,13 +16,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from collectors.counters import CounterRates
 from collectors.registry import COLLECTORS, Collector
-from queueops import catalog, coltypes, engine, mapping, sessions, sqlfiles
+from queueops import catalog, coltypes, engine, mapping, presets, sessions, sqlfiles
 from queueops.config import Config, Queue, Target
 from queueops.rows import SnapshotRow, StatusRow, utcnow
 
@@ -328,9 +328,29 @@ def run_collectors(cfg: Config, target: Target, collectors: Sequence[Collector] 
         timeouts = sum(1 for s in result.status if s.timeout)
         result.rows.append(SnapshotRow(ts, target.name, database, "", "probe_lock_timeouts", float(timeouts),
                                        "collector statements cancelled by a timeout this cycle"))
+    result.rows[:] = mark_unavailable(result.rows, queues)
     if rates is not None:
         result.rows.extend(rates.derive(result.rows))
     return result
+
+
+UNAVAILABLE = "not available ({preset} preset): {reason}"
+
+
+def mark_unavailable(rows: list[SnapshotRow], queues: Sequence[Queue]) -> list[SnapshotRow]:
+    """``rows`` with each metric a queue's preset marks unavailable (its ``[unavailable]``) turned
+    into "not available": no value, the preset's reason as the note. The mapping still emits a row
+    (the SQL cannot know the library), and a figure there would read as a measurement."""
+    marked = {q.name: (q.preset, presets.unavailable(q.preset)) for q in queues if q.preset}
+    if not any(m for _, m in marked.values()):
+        return rows
+    out = []
+    for r in rows:
+        preset, metrics = marked.get(r.queue, (None, {}))
+        reason = metrics.get(r.metric)
+        out.append(r if reason is None else
+                   replace(r, value=None, note=UNAVAILABLE.format(preset=preset, reason=reason)))
+    return out
 
 
 def _run_one(c: Collector, target: Target, queues: Sequence[Queue], conn: engine.Connection,

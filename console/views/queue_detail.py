@@ -207,7 +207,7 @@ def _unavailable(q: Queue) -> None:
         return
     from queueops import presets
 
-    for metric, why in presets.get(q.preset).unavailable.items():
+    for metric, why in presets.unavailable(q.preset).items():
         name = style.label(metric) if metric in style.METRICS else metric
         st.caption(f"{name}: not available for this library ({presets.get(q.preset).library}): {why}")
 

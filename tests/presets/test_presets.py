@@ -169,3 +169,30 @@ def test_open_when_null_is_validated_and_rendered_quoted() -> None:
     with pytest.raises(config_mod.ConfigError, match="does not apply to a ring"):
         _cfg("postgresql", {"name": "r", "target": "t", "kind": "ring", "table": "s", "key": "id",
                             "sequence_table": "q", "push_column": "a", "pop_column": "b", "open_when_null": ["c"]})
+
+
+def test_a_metric_a_preset_marks_unavailable_is_said_not_shown_as_a_figure() -> None:
+    """graphile-worker's count_exhausted read 0 'at least' for 200,020 permanently failed jobs: the
+    collector's row of a metric the preset marks unavailable becomes no value and the preset's reason."""
+    from datetime import UTC, datetime
+
+    from queueops.rows import SnapshotRow
+
+    cfg = _cfg("postgresql", _queue("graphile_worker"), {"name": "plain", "target": "t", "kind": "delete",
+                                                         "table": "q", "key": "id"})
+    now = datetime.now(UTC)
+    rows = [SnapshotRow(now, "t", "db", "graphile_worker", "count_exhausted", 0.0, "at least (cap of runnable items read)"),
+            SnapshotRow(now, "t", "db", "graphile_worker", "depth", 5718.0, "estimate"),
+            SnapshotRow(now, "t", "db", "plain", "count_exhausted", 3.0, "exact")]
+    marked = runner.mark_unavailable(rows, cfg.queues)
+    assert marked[0].value is None
+    assert marked[0].note == ("not available (graphile_worker preset): "
+                              + presets.get("graphile_worker").unavailable["count_exhausted"])
+    assert marked[1:] == rows[1:]  # another metric, and another queue's same metric, are untouched
+
+
+def test_a_preset_naming_an_unknown_metric_unavailable_is_refused() -> None:
+    raw = presets.get("pgmq").model_dump(by_alias=True)
+    raw["unavailable"] = {"done": "finished jobs are deleted"}  # the metric is count_done
+    with pytest.raises(ValueError, match="names 'done', not a metric of sql/metrics.toml"):
+        presets.Preset.model_validate(raw)
