@@ -23,9 +23,23 @@
 -- lock_wait_max_s's note says 'not visible: the collector login lacks pg_read_all_stats' and
 -- lock_blockers' JSON carries it as "not_visible". PostgreSQL keeps no per-table lock/latch wait totals: see docs/metrics.md.
 -- @block all
-WITH q AS (
+WITH RECURSIVE q0 AS (
     SELECT t.queue, to_regclass(t.tbl) AS relid
     FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[]) AS t (queue, tbl)
+), tree AS (
+    -- The table, and for a partitioned table (pg-boss's job table, PGMQ's partitioned queues) every
+    -- relation under it. A VACUUM FULL or a LOCK of one partition, or pg_partman's maintenance
+    -- detaching one, stalls every dequeue through the parent while holding nothing on the parent
+    -- itself: matched on the parent alone, no blocker was named. Read from pg_inherits, never with
+    -- pg_partition_tree, which takes a lock on every partition and so waited behind that very
+    -- holder until the lock timeout.
+    SELECT q0.queue, q0.relid AS rel FROM q0
+    UNION
+    SELECT tree.queue, i.inhrelid FROM tree JOIN pg_inherits AS i ON i.inhparent = tree.rel
+), q AS (
+    SELECT q0.queue, q0.relid, array_agg(tree.rel) FILTER (WHERE tree.rel IS NOT NULL) AS relids
+    FROM q0 LEFT JOIN tree ON tree.queue = q0.queue
+    GROUP BY q0.queue, q0.relid
 ), l AS MATERIALIZED (
     SELECT pk.pid, pk.relation, pk.granted, pk.waitstart, pk.mode
     FROM pg_locks AS pk
@@ -37,13 +51,13 @@ WITH q AS (
     SELECT q.queue, count(DISTINCT w.pid) AS n, max(extract(epoch FROM clock_timestamp() - w.waitstart)) AS longest_s,
            array_agg(DISTINCT w.pid ORDER BY w.pid) FILTER (WHERE w.pid IS NOT NULL) AS pids
     FROM q
-    LEFT JOIN waiting AS w ON EXISTS (SELECT 1 FROM l WHERE l.pid = w.pid AND l.relation = q.relid)
+    LEFT JOIN waiting AS w ON EXISTS (SELECT 1 FROM l WHERE l.pid = w.pid AND l.relation = ANY (q.relids))
     GROUP BY q.queue
 ), held AS (
     SELECT q.queue, h.pid, string_agg(DISTINCT h.mode, ',') AS mode,
            row_number() OVER (PARTITION BY q.queue ORDER BY h.pid) AS rn
     FROM q
-    JOIN l AS h ON h.relation = q.relid AND h.granted
+    JOIN l AS h ON h.relation = ANY (q.relids) AND h.granted
                AND h.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
     GROUP BY q.queue, h.pid
 ), holders AS (

@@ -55,13 +55,18 @@ LEFT JOIN pg_class AS c ON c.relnamespace = n.oid AND c.relname = t.table_name
 LEFT JOIN pg_roles AS o ON o.oid = c.relowner
 LEFT JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attname = t.column_name AND a.attnum > 0
                            AND NOT a.attisdropped
-LEFT JOIN LATERAL (SELECT count(*)::int AS partitions,
+-- The partitions from pg_inherits (pg_partition_tree would lock each one, and wait behind a lock).
+LEFT JOIN LATERAL (WITH RECURSIVE tree AS (
+                       SELECT i.inhrelid AS rel FROM pg_inherits AS i
+                       WHERE i.inhparent = c.oid AND c.relkind = 'p' AND t.column_name IS NULL
+                       UNION
+                       SELECT i.inhrelid FROM tree JOIN pg_inherits AS i ON i.inhparent = tree.rel)
+                   SELECT count(*)::int AS partitions,
                           array_agg(ln.nspname::text ORDER BY ln.nspname, l.relname)
                               FILTER (WHERE NOT has_table_privilege(l.oid, 'SELECT')) AS unread_schemas,
                           array_agg(l.relname::text ORDER BY ln.nspname, l.relname)
                               FILTER (WHERE NOT has_table_privilege(l.oid, 'SELECT')) AS unread_tables
-                   FROM pg_partition_tree(c.oid) AS p
-                   JOIN pg_class AS l ON l.oid = p.relid
-                   JOIN pg_namespace AS ln ON ln.oid = l.relnamespace
-                   WHERE c.relkind = 'p' AND t.column_name IS NULL AND p.isleaf) AS pp ON true
+                   FROM tree
+                   JOIN pg_class AS l ON l.oid = tree.rel AND l.relkind <> 'p'
+                   JOIN pg_namespace AS ln ON ln.oid = l.relnamespace) AS pp ON true
 ORDER BY t.i

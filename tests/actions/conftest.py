@@ -142,6 +142,20 @@ enqueued_at = "enqueued_at"
 """
 
 
+# A partitioned queue table (pg-boss's job table, PGMQ's partitioned queues): created by the tests
+# that use it, as "qa äct".parted_q with its partitions.
+PARTED = """
+[[queues]]
+name = "parted"
+target = "lab"
+kind = "delete"
+schema = "qa äct"
+table = "parted_q"
+key = "id"
+enqueued_at = "enqueued_at"
+"""
+
+
 def _target_block(lab_toml: str) -> str:
     m = re.search(r"^\[\[targets\]\].*?(?=^\[\[|\Z)", lab_toml, re.S | re.M)
     assert m, "lab.toml has no [[targets]]"

@@ -11,7 +11,7 @@ import pytest
 from queueops import actions
 from queueops.actions import audit, rebuild
 from queueops.store import open_engine
-from tests.actions.conftest import CHURN_NAME, Dequeuers, snapshot_held
+from tests.actions.conftest import CHURN_NAME, PARTED, Dequeuers, snapshot_held
 
 DEQUEUE = "DELETE FROM @churn WHERE id = (SELECT id FROM @churn ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id"
 
@@ -83,16 +83,6 @@ def test_rebuild_after_churn_bloat_falls_and_dequeuers_keep_running(acts, monkey
           f"over {end - start:.2f} s")
 
 
-PARTED = """
-[[queues]]
-name = "parted"
-target = "lab"
-kind = "delete"
-schema = "qa äct"
-table = "parted_q"
-key = "id"
-enqueued_at = "enqueued_at"
-"""
 
 
 def test_a_partitioned_queue_is_rebuilt_partition_by_partition(acts) -> None:  # noqa: ANN001

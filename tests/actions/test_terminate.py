@@ -334,3 +334,43 @@ def test_only_the_previewed_backend_is_signalled(acts) -> None:  # noqa: ANN001
         assert conn.execute("SELECT 1").fetchone() == (1,)
         conn.execute("COMMIT")
     assert audit.entry(open_engine(cfg), r.audit_id)["outcome"] == "refused"
+
+
+def test_a_lock_on_one_partition_is_the_partitioned_queues_root_cause(acts) -> None:  # noqa: ANN001
+    """A LOCK (or VACUUM FULL) of one partition stalls every dequeue through the parent and holds
+    nothing on the parent: terminate found no root cause (it matched the parent alone), and
+    pg_partition_tree would have waited behind that very lock. The holder is the candidate, and
+    ending it lets the waiting dequeue through."""
+    from tests.actions.conftest import PARTED
+
+    acts.sql("DROP TABLE IF EXISTS @S.parted_q")
+    acts.sql("CREATE TABLE @S.parted_q (id bigint NOT NULL, enqueued_at timestamptz NOT NULL DEFAULT now(), "
+             "payload text NOT NULL DEFAULT '', PRIMARY KEY (id)) PARTITION BY RANGE (id)")
+    acts.sql("CREATE TABLE @S.parted_q_a PARTITION OF @S.parted_q FOR VALUES FROM (0) TO (100)")
+    acts.sql("CREATE TABLE @S.parted_q_b PARTITION OF @S.parted_q FOR VALUES FROM (100) TO (200)")
+    acts.sql("INSERT INTO @S.parted_q (id) SELECT g FROM generate_series(1, 199) AS g")
+    acts.write_config("parted", 'user = "olga"\nroles = { olga = "operator" }', extra=PARTED)
+    cfg = acts.config("parted")
+    holder = acts.connect()
+    try:
+        holder.execute("SET application_name = 'partition-holder'")
+        holder.execute("BEGIN")
+        holder.execute("LOCK TABLE @S.parted_q_b IN ACCESS EXCLUSIVE MODE")
+        pid = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
+        wait_for(lambda: one(acts.lab, "SELECT extract(epoch FROM now() - xact_start) FROM pg_stat_activity "
+                                       "WHERE pid = %s", pid) >= 1.5, 10, what="a held partition lock")
+        plan = actions.plan(cfg, "terminate", "parted", {"min_age_s": 1})
+        assert plan.observed["session"]["session_id"] == pid, plan.preview.rows
+        row = plan.preview.rows[0]
+        # A blocker of the queue: the old SQL found it only as the oldest snapshot of the database
+        # (its xid), which any older transaction elsewhere would have taken from it.
+        assert (row["cause"], row["application"]) == ("blocker", "partition-holder"), plan.preview.rows
+        assert actions.execute(cfg, plan).outcome == "ok"
+        wait_for(lambda: not one(acts.lab, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", pid), 10,
+                 what="the holder ended")
+        with acts.connect() as conn:
+            conn.execute("SET lock_timeout = '2s'")
+            assert conn.execute("DELETE FROM @S.parted_q WHERE id = 150 RETURNING id").fetchall() == [(150,)]
+    finally:
+        holder.close()
+        acts.sql("DROP TABLE IF EXISTS @S.parted_q")

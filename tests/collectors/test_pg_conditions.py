@@ -435,6 +435,39 @@ def test_fragmentation_of_a_partitioned_table_is_its_partitions(lab) -> None:  #
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(reader)))
 
 
+def test_a_lock_on_one_partition_names_its_holder_as_the_queues_blocker(lab) -> None:  # noqa: ANN001
+    """A VACUUM FULL or LOCK of one of pg-boss's partitions stalls every dequeue through the parent,
+    and the holder holds nothing on the parent: matched on the parent alone, the waiter was counted
+    but no blocker named (lock_blockers 0), so the console had no session to end."""
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS lab.lock_part")
+        conn.execute("CREATE TABLE lab.lock_part (name text NOT NULL, id bigint NOT NULL, PRIMARY KEY (name, id)) "
+                     "PARTITION BY LIST (name)")
+        for part in ("a", "b"):
+            conn.execute(f"CREATE TABLE lab.lock_part_{part} PARTITION OF lab.lock_part FOR VALUES IN ('{part}')")
+        conn.execute("INSERT INTO lab.lock_part SELECT CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, g "
+                     "FROM generate_series(1, 100) AS g")
+    cfg = config_mod.parse({
+        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
+        "queues": [{"name": "p", "target": "lab", "kind": "delete", "schema": "lab", "table": "lock_part", "key": "id"}],
+    })
+    try:
+        with holding(lab.connect, "SET application_name = 'partition-holder'", "BEGIN",
+                     "LOCK TABLE lab.lock_part_b IN ACCESS EXCLUSIVE MODE") as holder:
+            c = collect(cfg, "lock_waits")
+            assert c.value("p", "lock_blockers") == 1, c.rows  # held before any waiter is caught
+            held = json.loads(c.row("p", "lock_blockers").note)["holders"]
+            assert [(h["pid"], h["mode"], h["application_name"]) for h in held] == [
+                (holder.info.backend_pid, "AccessExclusiveLock", "partition-holder")]
+            with waiting(lab.connect, "DELETE FROM lab.lock_part WHERE id = 1") as waiter_pid:
+                assert wait_until(lambda: collect(cfg, "lock_waits").value("p", "lock_waiters") >= 1)
+                assert waiter_pid in json.loads(collect(cfg, "lock_waits").row("p", "lock_waiters").note)["pids"]
+        assert collect(cfg, "lock_waits").value("p", "lock_blockers") == 0
+    finally:
+        with lab.connect() as conn:
+            conn.execute("DROP TABLE lab.lock_part")
+
+
 def test_lock_hold_shows_waiters_the_blocker_and_times_out_only_the_collectors_that_need_the_table(
         cfg, clean_lab) -> None:  # noqa: ANN001
     with clean_lab.connect() as conn:

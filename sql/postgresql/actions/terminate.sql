@@ -12,8 +12,15 @@
 -- lock_blockers); (2) the backend of this database holding the oldest xmin / xid (the
 -- oldest_snapshot collector's holder), which pins the dead tuples of every table. This
 -- session is left out. Blockers first (most sessions blocked first), then the snapshot holder.
-WITH RECURSIVE rel AS (
-    SELECT to_regclass(:qualified_table) AS relid
+-- The table's relations: itself, and for a partitioned table every relation under it (a lock on
+-- one partition stalls the dequeues through the parent; lock_waits.sql matches the same), read from
+-- pg_inherits: pg_partition_tree would lock every partition and wait behind the holder it is for.
+WITH RECURSIVE tree AS (
+    SELECT to_regclass(:qualified_table) AS rel
+    UNION
+    SELECT i.inhrelid FROM tree JOIN pg_inherits AS i ON i.inhparent = tree.rel
+), rel AS (
+    SELECT array_agg(tree.rel) AS relids FROM tree
 ), waiting AS (
     SELECT a.pid, pg_blocking_pids(a.pid) AS blockers
     FROM pg_stat_activity AS a
@@ -22,7 +29,7 @@ WITH RECURSIVE rel AS (
     SELECT w.pid AS waiter, b.pid AS blocker FROM waiting AS w CROSS JOIN LATERAL unnest(w.blockers) AS b (pid)
 ), on_table AS (
     SELECT w.pid FROM waiting AS w CROSS JOIN rel
-    WHERE EXISTS (SELECT 1 FROM pg_locks AS l WHERE l.pid = w.pid AND l.relation = rel.relid)
+    WHERE EXISTS (SELECT 1 FROM pg_locks AS l WHERE l.pid = w.pid AND l.relation = ANY (rel.relids))
 ), chain AS (
     SELECT e.blocker AS pid, e.waiter AS origin, 1 AS depth FROM edges AS e JOIN on_table AS t ON t.pid = e.waiter
     UNION
@@ -33,7 +40,7 @@ WITH RECURSIVE rel AS (
     GROUP BY c.pid
 ), holders AS (
     SELECT DISTINCT l.pid FROM pg_locks AS l CROSS JOIN rel
-    WHERE l.relation = rel.relid AND l.granted AND l.pid <> pg_backend_pid()
+    WHERE l.relation = ANY (rel.relids) AND l.granted AND l.pid <> pg_backend_pid()
       AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
 ), blockers AS (
     SELECT coalesce(h.pid, o.pid) AS pid, coalesce(h.blocked, 0) AS blocked
