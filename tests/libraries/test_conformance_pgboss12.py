@@ -159,6 +159,36 @@ def test_reads_measured_and_the_live_check_has_no_error(shaped: LibServer) -> No
     assert reads["oldest_age_s"].buffers <= common.BUFFER_BOUND
 
 
+LEAVES_TRUTH = """
+WITH leaves AS (SELECT p.relid FROM pg_partition_tree('pgboss.job') AS p WHERE p.isleaf)
+SELECT (SELECT count(*) FROM leaves) AS partitions,
+       (SELECT sum(c.relpages) FROM leaves AS l JOIN pg_class AS c ON c.oid = l.relid) AS table_pages,
+       (SELECT sum(a.dead_tuple_count) FROM leaves AS l CROSS JOIN LATERAL pgstattuple_approx(l.relid::regclass) AS a)
+           AS ghost_records
+"""
+
+
+def test_dead_tuples_and_pages_are_the_partitions_own(shaped: LibServer) -> None:
+    """pg-boss 12's job table is partitioned per queue: the parent holds no rows, is never vacuumed,
+    and pgstattuple refuses it. With pgstattuple installed, ghost_records is the partitions' dead
+    tuples (it read 0 and 'never vacuumed', or failed), table_pages their pages, and the key (id)
+    leads no index of pg-boss's (its primary key is (name, id)), which fragmentation_pct says."""
+    with shaped.connect() as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+        before = common.truth(conn, LEAVES_TRUTH)
+    figures = common.collect(_cfg(shaped, "UTC"), QUEUE)  # fails the test on a failed collector
+    with shaped.connect() as conn:
+        after = common.truth(conn, LEAVES_TRUTH)  # autovacuum may clean dead tuples meanwhile, never add
+    print(f"\npg-boss 12 partitions: {before}; queueops ghost_records {figures['ghost_records'].value}, "
+          f"table_pages {figures['table_pages'].value}, vacuum_age_s {figures['vacuum_age_s']}")
+    assert before["partitions"] >= 1 and before["ghost_records"] > 0  # type: ignore[operator]  # one queue: one partition
+    assert figures["ghost_records"].note == "pgstattuple_approx"
+    assert after["ghost_records"] <= figures["ghost_records"].value <= before["ghost_records"]  # type: ignore[operator]
+    assert figures["table_pages"].value == before["table_pages"] == after["table_pages"]
+    assert "partitions" in figures["vacuum_age_s"].note
+    assert figures["fragmentation_pct"].note == "no btree index leads with the key column"
+
+
 def test_requeue_is_refused_and_the_preset_says_when_pgboss_fails_a_job(shaped: LibServer, tmp_path: Path) -> None:
     cfg = _cfg(shaped, "America/New_York", tmp_path / "store.db")
     with pytest.raises(actions.NotOffered) as refused:
