@@ -46,6 +46,14 @@ class W:
         control.set_fault(name, on, self.lab.state_dir)
 
 
+def _older_than_min_age(lab: Any, pid: int | None = None, application: str | None = None) -> None:
+    """Wait until the session (by pid or application name) has been in its transaction for longer
+    than the plans' ``min_age_s`` of 1 s (terminate leaves younger sessions alone)."""
+    wait_for(lambda: one(lab, "SELECT extract(epoch FROM now() - xact_start) FROM pg_stat_activity "
+                              "WHERE pid = %s OR application_name = %s", pid, application) >= 1.5,
+             10, what="a transaction older than min_age_s")
+
+
 @pytest.fixture(scope="module")
 def w(lab) -> Iterator[W]:  # noqa: ANN001
     text = re.sub(r'(?m)^url = "sqlite:///.*"$', f'url = "sqlite:///{lab.state_dir}/terminate-store.db"',
@@ -144,8 +152,7 @@ def test_a_session_that_changed_is_refused(w: W) -> None:
         conn.execute("SET application_name = 'test-holder'")
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         conn.execute("SELECT 1")
-        wait_for(lambda: one(w.lab, "SELECT extract(epoch FROM now() - xact_start) FROM pg_stat_activity "
-                                    "WHERE application_name = 'test-holder'") >= 1.5, 10, what="an old snapshot")
+        _older_than_min_age(w.lab, application="test-holder")
         plan = actions.plan(cfg, "terminate", "delete", {"min_age_s": 1})
         assert plan.preview.rows[0]["application"] == "test-holder"
         conn.execute("COMMIT")
@@ -219,8 +226,7 @@ def test_guards_refuse_queueops_and_background_sessions(w: W) -> None:
         conn.execute("SET application_name = 'test-holder-2'")
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         conn.execute("SELECT 1")
-        wait_for(lambda: one(w.lab, "SELECT extract(epoch FROM now() - xact_start) FROM pg_stat_activity "
-                                    "WHERE application_name = 'test-holder-2'") >= 1.5, 10, what="an old snapshot")
+        _older_than_min_age(w.lab, application="test-holder-2")
         plan = actions.plan(cfg, "terminate", "delete", {"min_age_s": 1})
         conn.execute("COMMIT")
     forged = one(w.lab, "SELECT row_to_json(a) FROM (SELECT pid AS session_id, backend_start AS session_start, "
@@ -312,8 +318,7 @@ def test_only_the_previewed_backend_is_signalled(acts) -> None:  # noqa: ANN001
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         conn.execute("SELECT 1")
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        wait_for(lambda: one(acts.lab, "SELECT extract(epoch FROM now() - xact_start) FROM pg_stat_activity "
-                                       "WHERE pid = %s", pid) >= 1.5, 10, what="an old snapshot")
+        _older_than_min_age(acts.lab, pid=pid)
         plan = actions.plan(cfg, "terminate", "delete", {"min_age_s": 1})
         obs = plan.observed["session"]
         assert obs["session_id"] == pid and plan.preview.rows[0]["application"] == "test-bound-holder"
@@ -357,8 +362,7 @@ def test_a_lock_on_one_partition_is_the_partitioned_queues_root_cause(acts) -> N
         holder.execute("BEGIN")
         holder.execute("LOCK TABLE @S.parted_q_b IN ACCESS EXCLUSIVE MODE")
         pid = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
-        wait_for(lambda: one(acts.lab, "SELECT extract(epoch FROM now() - xact_start) FROM pg_stat_activity "
-                                       "WHERE pid = %s", pid) >= 1.5, 10, what="a held partition lock")
+        _older_than_min_age(acts.lab, pid=pid)
         plan = actions.plan(cfg, "terminate", "parted", {"min_age_s": 1})
         assert plan.observed["session"]["session_id"] == pid, plan.preview.rows
         row = plan.preview.rows[0]

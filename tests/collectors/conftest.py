@@ -61,6 +61,13 @@ def collect(cfg: config_mod.Config, *names: str) -> Collected:
     return Collected(res.rows, res.status, res.round_trips)
 
 
+def one_queue(lab, queue: dict[str, object], **target: object) -> config_mod.Config:  # noqa: ANN001
+    """The lab's target with one queue on a table of the test's own in schema ``lab``; ``target``
+    overrides the target's fields (another login's url and password, shorter timeouts)."""
+    t = {"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password, **target}
+    return config_mod.parse({"targets": [t], "queues": [{"target": "lab", "schema": "lab", **queue}]})
+
+
 @pytest.fixture()
 def cfg(clean_lab) -> config_mod.Config:  # noqa: ANN001
     """The lab's config with 2 s lease timeouts, on a freshly emptied lab."""

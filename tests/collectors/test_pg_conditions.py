@@ -16,7 +16,7 @@ from psycopg import sql
 from collectors.counters import CounterRates
 from collectors.runner import COUNT_CAP, COUNT_SKIP_ABOVE, run_once
 from queueops import config as config_mod
-from tests.collectors.conftest import LEASE_TIMEOUT_S, collect, holding, wait_until, waiting
+from tests.collectors.conftest import LEASE_TIMEOUT_S, collect, holding, one_queue, wait_until, waiting
 from tests.collectors.plans import explain, nodes, scans_of
 
 
@@ -102,12 +102,8 @@ def test_a_queue_with_open_when_null_counts_its_open_rows_whatever_the_live_row_
         conn.execute("INSERT INTO lab.kept_jobs (id, finished_at) SELECT g, CASE WHEN g > 7 THEN now() END "
                      "FROM generate_series(1, %s) AS g", (n,))
         conn.execute("VACUUM ANALYZE lab.kept_jobs")
-    cfg = config_mod.parse({
-        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password,
-                     "lock_timeout_ms": 500, "statement_timeout_ms": 3000}],
-        "queues": [{"name": "kept", "target": "lab", "kind": "delete", "schema": "lab", "table": "kept_jobs",
-                    "key": "id", "enqueued_at": "enqueued_at", "open_when_null": ["finished_at"]}],
-    })
+    cfg = one_queue(lab, {"name": "kept", "kind": "delete", "table": "kept_jobs", "key": "id", "enqueued_at": "enqueued_at",
+                          "open_when_null": ["finished_at"]}, lock_timeout_ms=500, statement_timeout_ms=3000)
     try:
         c = collect(cfg, "depth")
         assert (c.value("kept", "depth"), c.row("kept", "depth").note) == (7, "exact")
@@ -129,11 +125,8 @@ def test_a_due_queue_never_analyzed_says_at_least_its_count_not_its_whole_table(
         conn.execute("INSERT INTO lab.fresh_due (id, due_at) SELECT g, now() + make_interval(secs => g - %s) "
                      "FROM generate_series(1, %s) AS g", (n // 2, n))
         conn.execute("SELECT pg_stat_force_next_flush()")
-    cfg = config_mod.parse({
-        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
-        "queues": [{"name": "fresh", "target": "lab", "kind": "due", "schema": "lab", "table": "fresh_due",
-                    "key": "id", "enqueued_at": "enqueued_at", "due_column": "due_at"}],
-    })
+    cfg = one_queue(lab, {"name": "fresh", "kind": "due", "table": "fresh_due", "key": "id", "enqueued_at": "enqueued_at",
+                          "due_column": "due_at"})
     try:
         c = collect(cfg, "depth")
         depth = c.row("fresh", "depth")
@@ -205,12 +198,8 @@ def _lease_table(conn: psycopg.Connection, name: str, rows: int) -> None:
 
 
 def _lease_cfg(lab, table: str) -> config_mod.Config:  # noqa: ANN001
-    return config_mod.parse({
-        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password,
-                     "lock_timeout_ms": 500, "statement_timeout_ms": 3000}],
-        "queues": [{"name": "noidx", "target": "lab", "kind": "lease", "schema": "lab", "table": table, "key": "id",
-                    "enqueued_at": "created_at", "lease_column": "leased_at", "lease_timeout_s": 60}],
-    })
+    return one_queue(lab, {"name": "noidx", "kind": "lease", "table": table, "key": "id", "enqueued_at": "created_at",
+                           "lease_column": "leased_at", "lease_timeout_s": 60}, lock_timeout_ms=500, statement_timeout_ms=3000)
 
 
 def test_a_missing_lease_index_is_reported_not_scanned(lab) -> None:  # noqa: ANN001
@@ -322,10 +311,7 @@ def test_dead_tuples_statistic_follows_deletes(lab) -> None:  # noqa: ANN001
         conn.execute("INSERT INTO lab.dead_stat SELECT g FROM generate_series(1, 3000) AS g")
     with lab.connect() as conn:  # statistics are flushed when this session ends
         conn.execute("DELETE FROM lab.dead_stat WHERE id % 2 = 0")
-    cfg = config_mod.parse({
-        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
-        "queues": [{"name": "d", "target": "lab", "kind": "delete", "schema": "lab", "table": "dead_stat", "key": "id"}],
-    })
+    cfg = one_queue(lab, {"name": "d", "kind": "delete", "table": "dead_stat", "key": "id"})
     assert wait_until(lambda: (collect(cfg, "ghost_records").value("d", "dead_tuples") or 0) == 1500)
     c = collect(cfg, "ghost_records")
     assert c.row("d", "dead_tuples").note == "estimate (pg_stat_user_tables)"
@@ -353,10 +339,7 @@ def test_dead_tuples_of_a_partitioned_table_are_its_partitions(lab) -> None:  # 
         conn.execute("DELETE FROM lab.dead_part WHERE id % 2 = 0")  # 500 of a's 1,000, 1,000 of b's 2,000
     with lab.connect() as conn:
         conn.execute("VACUUM lab.dead_part_a")  # a's dead rows removed; b never vacuumed
-    cfg = config_mod.parse({
-        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
-        "queues": [{"name": "p", "target": "lab", "kind": "delete", "schema": "lab", "table": "dead_part", "key": "id"}],
-    })
+    cfg = one_queue(lab, {"name": "p", "kind": "delete", "table": "dead_part", "key": "id"})
     assert wait_until(lambda: (collect(cfg, "ghost_records").value("p", "dead_tuples") or 0) == 1000)
     c = collect(cfg, "ghost_records")
     assert c.value("p", "ghost_records") == 1000 and c.row("p", "ghost_records").note == "pgstattuple_approx"
@@ -389,11 +372,7 @@ def test_fragmentation_of_a_partitioned_table_is_its_partitions(lab) -> None:  #
         conn.execute("CREATE INDEX frag_part_msg_id_idx ON lab.frag_part (msg_id)")
         conn.execute("INSERT INTO lab.frag_part SELECT g, repeat('x', 40) FROM generate_series(1, 39999) AS g")
         conn.execute("VACUUM ANALYZE lab.frag_part_a, lab.frag_part_b")
-    cfg = config_mod.parse({
-        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
-        "queues": [{"name": "p", "target": "lab", "kind": "delete", "schema": "lab", "table": "frag_part",
-                    "key": "msg_id"}],
-    })
+    cfg = one_queue(lab, {"name": "p", "kind": "delete", "table": "frag_part", "key": "msg_id"})
     with lab.connect() as conn:
         pages = dict(conn.execute("SELECT relname, relpages FROM pg_class WHERE relname IN "
                                   "('frag_part_a', 'frag_part_b')").fetchall())
@@ -406,12 +385,8 @@ def test_fragmentation_of_a_partitioned_table_is_its_partitions(lab) -> None:  #
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA lab TO {}").format(sql.Identifier(reader)))
         conn.execute(sql.SQL("GRANT SELECT ON lab.frag_part, lab.frag_part_a, lab.frag_part_b TO {}").format(
             sql.Identifier(reader)))
-    estimated = config_mod.parse({
-        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url.replace("queueops@", f"{reader}@"),
-                     "password": password}],
-        "queues": [{"name": "p", "target": "lab", "kind": "delete", "schema": "lab", "table": "frag_part",
-                    "key": "msg_id"}],
-    })
+    estimated = one_queue(lab, {"name": "p", "kind": "delete", "table": "frag_part", "key": "msg_id"},
+                          url=lab.url.replace("queueops@", f"{reader}@"), password=password)
     try:
         before, est_before = collect(cfg, "fragmentation_pct"), collect(estimated, "fragmentation_pct")
         for c, source in ((before, "pgstatindex"), (est_before, "estimate (pg_class, pg_stats)")):
@@ -447,10 +422,7 @@ def test_a_lock_on_one_partition_names_its_holder_as_the_queues_blocker(lab) -> 
             conn.execute(f"CREATE TABLE lab.lock_part_{part} PARTITION OF lab.lock_part FOR VALUES IN ('{part}')")
         conn.execute("INSERT INTO lab.lock_part SELECT CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, g "
                      "FROM generate_series(1, 100) AS g")
-    cfg = config_mod.parse({
-        "targets": [{"name": "lab", "dialect": "postgresql", "url": lab.url, "password": lab.password}],
-        "queues": [{"name": "p", "target": "lab", "kind": "delete", "schema": "lab", "table": "lock_part", "key": "id"}],
-    })
+    cfg = one_queue(lab, {"name": "p", "kind": "delete", "table": "lock_part", "key": "id"})
     try:
         with holding(lab.connect, "SET application_name = 'partition-holder'", "BEGIN",
                      "LOCK TABLE lab.lock_part_b IN ACCESS EXCLUSIVE MODE") as holder:
