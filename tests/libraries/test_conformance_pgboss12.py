@@ -175,16 +175,21 @@ def test_dead_tuples_and_pages_are_the_partitions_own(shaped: LibServer) -> None
     leads no index of pg-boss's (its primary key is (name, id)), which fragmentation_pct says."""
     with shaped.connect() as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+        # Dead tuples of its own: the shape's few (10) are pruned away by the reads of the tests
+        # before this one (CI found 0). A new version of 500 finished jobs changes no figure.
+        conn.execute("UPDATE pgboss.job SET data = data WHERE id IN "
+                     "(SELECT id FROM pgboss.job WHERE state = 'completed' LIMIT 500)")
         before = common.truth(conn, LEAVES_TRUTH)
     figures = common.collect(_cfg(shaped, "UTC"), QUEUE)  # fails the test on a failed collector
     with shaped.connect() as conn:
         after = common.truth(conn, LEAVES_TRUTH)  # autovacuum may clean dead tuples meanwhile, never add
     print(f"\npg-boss 12 partitions: {before}; queueops ghost_records {figures['ghost_records'].value}, "
           f"table_pages {figures['table_pages'].value}, vacuum_age_s {figures['vacuum_age_s']}")
-    assert before["partitions"] >= 1 and before["ghost_records"] > 0  # type: ignore[operator]  # one queue: one partition
+    assert before["partitions"] >= 1 and before["ghost_records"] >= 500  # type: ignore[operator]  # one queue: one partition
     assert figures["ghost_records"].note == "pgstattuple_approx"
     assert after["ghost_records"] <= figures["ghost_records"].value <= before["ghost_records"]  # type: ignore[operator]
-    assert figures["table_pages"].value == before["table_pages"] == after["table_pages"]
+    # relpages as of the partition's last VACUUM / ANALYZE: an autovacuum in between may move it
+    assert figures["table_pages"].value in (before["table_pages"], after["table_pages"])
     assert "partitions" in figures["vacuum_age_s"].note
     assert figures["fragmentation_pct"].note == "no btree index leads with the key column"
 

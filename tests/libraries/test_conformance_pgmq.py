@@ -315,8 +315,9 @@ def test_a_partitioned_queues_page_figures_are_its_partitions(partitioned: tuple
     note = json.loads(figures["fragmentation_pct"].note)
     assert note == {"source": "pgstatindex", "index": parent_index, "partitions": before["partitions"]}
     assert before["partitions"] >= 5
-    assert figures["table_pages"].value == before["table_pages"] == after["table_pages"]
-    assert figures["page_count"].value == before["page_count"] == after["page_count"]
+    # as of the read: an autovacuum in between may move relpages (and free index pages)
+    assert figures["table_pages"].value in (before["table_pages"], after["table_pages"])
+    assert figures["page_count"].value in (before["page_count"], after["page_count"])
     assert figures["ghost_records"].note == "pgstattuple_approx"
     assert after["ghost_records"] <= figures["ghost_records"].value <= before["ghost_records"]  # type: ignore[operator]
     assert figures["page_density_pct"].value is not None and figures["table_bloat_pct"].value is not None
