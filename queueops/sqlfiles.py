@@ -13,6 +13,12 @@ target with ``UNION ALL`` so that one cycle is one round trip. Inside a block:
   :func:`queueops.coltypes.bind_compared_values`).
 
 Placeholders inside string literals and comments are left alone.
+
+A catalogue lookup several files need is written once, as a block of a file under
+``sql/<dialect>/fragments/``, and *included* where a statement writes ``{{file.block(EXPR)}}``: the
+block's text (its comment lines dropped) with ``{{arg}}`` replaced by ``EXPR``, expanded when the
+file is loaded, before any rendering (``{{tree.leaves(c.oid)}}``: the partitions holding a table's
+rows). An include names SQL text from the project's own files only, never config.
 """
 
 from __future__ import annotations
@@ -111,6 +117,26 @@ def _split_blocks(text: str) -> dict[str, str]:
     return blocks
 
 
+_INCLUDE = re.compile(r"\{\{([a-z_]+)\.([a-z_]+)\((.+?)\)\}\}")
+
+
+def _included(dialect: str, text: str) -> str:
+    """``text`` with every ``{{file.block(EXPR)}}`` replaced by that fragment block, ``EXPR`` in place
+    of its ``{{arg}}``, on every line that is not a comment. The block's full-line comments are
+    dropped: inlined mid-line, a ``--`` would comment out the rest of the including line."""
+
+    def expand(m: re.Match[str]) -> str:
+        frag = load(dialect, f"fragments/{m.group(1)}")
+        body = " ".join(line.strip() for line in frag.block(m.group(2)).splitlines()
+                        if line.strip() and not line.lstrip().startswith("--"))
+        if "{{arg}}" not in body:
+            raise ValueError(f"sql/{dialect}/fragments/{m.group(1)}.sql block {m.group(2)!r} has no {{{{arg}}}}")
+        return body.replace("{{arg}}", m.group(3))
+
+    return "\n".join(line if line.lstrip().startswith("--") else _INCLUDE.sub(expand, line)
+                     for line in text.split("\n"))
+
+
 @cache
 def load(dialect: str, name: str) -> SqlFile:
     """Load ``sql/<dialect>/<name>.sql`` (``name`` may contain a sub-folder: ``actions/requeue``)."""
@@ -123,7 +149,7 @@ def load(dialect: str, name: str) -> SqlFile:
         text = res.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FileNotFoundError(f"no SQL file sql/{dialect}/{name}.sql") from None
-    return SqlFile(dialect, name, text, _split_blocks(text))
+    return SqlFile(dialect, name, text, _split_blocks(_included(dialect, text)))
 
 
 def available(dialect: str, folder: str = "") -> list[str]:

@@ -89,14 +89,12 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
                                         ', ' ORDER BY k.n)
                       FROM generate_series(0, i.indnkeyatts - 1) AS k (n)
                       JOIN pg_attribute AS ka ON ka.attrelid = i.indrelid AND ka.attnum = i.indkey[k.n]) AS ord
-              -- Only this table's (or its partitions') valid partial indexes, chosen before
-              -- pg_get_expr reads a predicate (OFFSET 0 keeps the filter below it): pg_get_expr takes
+              -- Only this table's (or its partitions', fragments/tree.sql) valid partial indexes,
+              -- chosen before pg_get_expr reads a predicate (OFFSET 0 keeps the filter below it): pg_get_expr takes
               -- ACCESS SHARE on the index's table, and evaluated for every partial index of the
               -- database it waited on any table a migration held, for every queue table's columns.
               FROM (SELECT i0.* FROM pg_index AS i0
-                    WHERE i0.indrelid IN (SELECT c.oid WHERE c.relkind <> 'p'
-                                          UNION ALL SELECT pt.relid FROM pg_partition_tree(c.oid) AS pt
-                                                    WHERE c.relkind = 'p' AND pt.isleaf)
+                    WHERE i0.indrelid IN (SELECT unnest({{tree.leaves(c.oid)}}))
                       AND i0.indisvalid AND i0.indpred IS NOT NULL
                     OFFSET 0) AS i
               JOIN pg_class AS ic ON ic.oid = i.indexrelid
@@ -123,9 +121,7 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
                 AND left(f.shape, length(f.head)) = f.head
                 AND (f.op IN ('=', '=ANY') OR (ty.typtype = 'e' AND cardinality(f.vals) = 1))) AS p
               GROUP BY p.vals, p.ord
-              HAVING count(DISTINCT p.indrelid) = CASE WHEN c.relkind <> 'p' THEN 1
-                                                       ELSE (SELECT count(*) FROM pg_partition_tree(c.oid) AS pt
-                                                             WHERE pt.isleaf) END) AS g) AS partials
+              HAVING count(DISTINCT p.indrelid) = cardinality({{tree.leaves(c.oid)}})) AS g) AS partials
 FROM unnest(ARRAY[:tables]::text[], ARRAY[:columns]::text[]) AS t (qualified, col)
 JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
 JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attname = t.col AND a.attnum > 0 AND NOT a.attisdropped

@@ -73,9 +73,9 @@ WITH queueops_q AS MATERIALIZED (
                               array_agg(pn.nspname::text) FILTER (WHERE pc.reltuples >= 0) AS schs,
                               array_agg(pc.relname::text) FILTER (WHERE pc.reltuples >= 0) AS tbls,
                               array_agg(pc.reltuples::float8) FILTER (WHERE pc.reltuples >= 0) AS ws
-                       FROM pg_partition_tree(c.oid) AS p JOIN pg_class AS pc ON pc.oid = p.relid
+                       FROM unnest({{tree.leaves(c.oid)}}) AS p (relid) JOIN pg_class AS pc ON pc.oid = p.relid
                        JOIN pg_namespace AS pn ON pn.oid = pc.relnamespace
-                       WHERE c.relkind = 'p' AND p.isleaf) AS pt ON true
+                       WHERE c.relkind = 'p') AS pt ON true
     -- Where the statistics are read (each source's pg_stats row of a column, the non-inherited one
     -- first): the table itself, weight 1; a partitioned table's analyzed partitions, weighted by
     -- their rows. A source without a row for the column is left out of that column's average.

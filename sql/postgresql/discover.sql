@@ -1,7 +1,7 @@
 -- discover: what 'queueops discover' reads to find queue tables. Catalog and statistics only
 -- (pg_class, pg_attribute, pg_index, pg_constraint, pg_stat_user_tables): never a queue table's
 -- rows. Partitions are folded into their parent (pg-boss's pgboss.job is partitioned by queue):
--- the parent is listed once with its partitions' activity summed.
+-- the parent is listed once with its partitions' activity summed, at every level (fragments/tree.sql).
 -- @block tables
 SELECT n.nspname AS schema_name, c.relname AS table_name, c.relkind::text AS relkind,
        greatest(c.reltuples, 0)::float8 AS reltuples,
@@ -10,8 +10,8 @@ SELECT n.nspname AS schema_name, c.relname AS table_name, c.relkind::text AS rel
        coalesce(sum(s.n_dead_tup), 0)::float8 AS dead_rows
 FROM pg_class AS c
 JOIN pg_namespace AS n ON n.oid = c.relnamespace
-LEFT JOIN pg_stat_user_tables AS s
-       ON s.relid = c.oid OR s.relid IN (SELECT i.inhrelid FROM pg_inherits AS i WHERE i.inhparent = c.oid)
+LEFT JOIN LATERAL unnest({{tree.relations(c.oid)}}) AS r (rel) ON true
+LEFT JOIN pg_stat_user_tables AS s ON s.relid = r.rel
 WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
   AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%' ESCAPE '\'
 GROUP BY n.nspname, c.relname, c.relkind, c.reltuples

@@ -21,7 +21,7 @@
 -- A partitioned table (PGMQ's partitioned queues, pg-boss's job table) has no pages of its own,
 -- and its key index is a partitioned index that pgstatindex refuses ('is not a btree index'), as
 -- pgstattuple_approx refuses the parent: the statement failed where pgstattuple is installed. Its
--- figures are its partitions' (pg_partition_tree's leaves; any other table is its own one leaf):
+-- figures are its partitions' (fragments/tree.sql's leaves; any other table is its own one leaf):
 -- each leaf's key index read, fragmentation and density weighted by leaf pages, bloat by table
 -- bytes, pages summed; the estimates sum the bytes needed and the pages held. The note names the
 -- partitioned index and the number of partitions.
@@ -29,8 +29,8 @@
 SELECT :queue AS queue, v.metric, v.value, v.note
 FROM (SELECT c.oid, c.relkind,
              CASE WHEN c.relkind = 'p'
-                  THEN (SELECT array_agg(p.relid::oid) FROM pg_partition_tree(c.oid) AS p
-                        JOIN pg_class AS pc ON pc.oid = p.relid AND pc.relkind = 'r' WHERE p.isleaf)
+                  THEN (SELECT array_agg(p.relid) FROM unnest({{tree.leaves(c.oid)}}) AS p (relid)
+                        JOIN pg_class AS pc ON pc.oid = p.relid AND pc.relkind = 'r')
                   ELSE ARRAY[c.oid] END AS rels,
              (SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n ON n.oid = e.extnamespace
               WHERE e.extname = 'pgstattuple'

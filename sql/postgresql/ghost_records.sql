@@ -15,7 +15,7 @@
 -- stay high after a vacuum point at the oldest_snapshot collector's holder.
 -- A partitioned table (pg-boss's pgboss.job, PGMQ's partitioned queues) holds no rows itself: its
 -- own statistics are zeros, it is never vacuumed, and pgstattuple_approx refuses it. Its figures
--- are its partitions' (pg_partition_tree's leaves; any other table is its own one): dead and
+-- are its partitions' (fragments/tree.sql's leaves; any other table is its own one): dead and
 -- live tuples summed, and vacuum_age_s that of the least recently vacuumed partition holding dead
 -- tuples (NULL, never vacuumed, if one of those never was; any partition's without dead tuples,
 -- where vacuum has nothing to do; a plain table reads as before). Read from the
@@ -34,9 +34,7 @@ FROM (SELECT c.relkind, st.n_dead_tup, st.n_live_tup, st.vacuumed, st.parts, st.
                         to_regprocedure(format('%I.pgstattuple_approx(regclass)', n.nspname)), 'EXECUTE') END
              ) AS probe
       FROM pg_class AS c
-      CROSS JOIN LATERAL (SELECT CASE WHEN c.relkind = 'p'
-                                      THEN (SELECT array_agg(p.relid::oid) FROM pg_partition_tree(c.oid) AS p WHERE p.isleaf)
-                                      ELSE ARRAY[c.oid] END AS rels) AS lv
+      CROSS JOIN LATERAL (SELECT {{tree.leaves(c.oid)}} AS rels) AS lv
       CROSS JOIN LATERAL (SELECT sum(d.dead) AS n_dead_tup, sum(d.live) AS n_live_tup,
                                  CASE WHEN bool_or(d.dead > 0 AND d.vac IS NULL) THEN NULL
                                       WHEN bool_or(d.dead > 0) THEN min(d.vac) FILTER (WHERE d.dead > 0)

@@ -23,23 +23,15 @@
 -- lock_wait_max_s's note says 'not visible: the collector login lacks pg_read_all_stats' and
 -- lock_blockers' JSON carries it as "not_visible". PostgreSQL keeps no per-table lock/latch wait totals: see docs/metrics.md.
 -- @block all
-WITH RECURSIVE q0 AS (
-    SELECT t.queue, to_regclass(t.tbl) AS relid
-    FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[]) AS t (queue, tbl)
-), tree AS (
+WITH q AS (
     -- The table, and for a partitioned table (pg-boss's job table, PGMQ's partitioned queues) every
     -- relation under it. A VACUUM FULL or a LOCK of one partition, or pg_partman's maintenance
     -- detaching one, stalls every dequeue through the parent while holding nothing on the parent
-    -- itself: matched on the parent alone, no blocker was named. Read from pg_inherits, never with
-    -- pg_partition_tree, which takes a lock on every partition and so waited behind that very
+    -- itself: matched on the parent alone, no blocker was named. fragments/tree.sql reads them
+    -- from pg_inherits; pg_partition_tree would lock every partition and wait behind that very
     -- holder until the lock timeout.
-    SELECT q0.queue, q0.relid AS rel FROM q0
-    UNION
-    SELECT tree.queue, i.inhrelid FROM tree JOIN pg_inherits AS i ON i.inhparent = tree.rel
-), q AS (
-    SELECT q0.queue, q0.relid, array_agg(tree.rel) FILTER (WHERE tree.rel IS NOT NULL) AS relids
-    FROM q0 LEFT JOIN tree ON tree.queue = q0.queue
-    GROUP BY q0.queue, q0.relid
+    SELECT t.queue, to_regclass(t.tbl) AS relid, {{tree.relations(to_regclass(t.tbl))}} AS relids
+    FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[]) AS t (queue, tbl)
 ), l AS MATERIALIZED (
     SELECT pk.pid, pk.relation, pk.granted, pk.waitstart, pk.mode
     FROM pg_locks AS pk

@@ -3,15 +3,11 @@
 -- its plans again when a table has grown or shrunk a lot since they were made
 -- (collectors/runner.py, check_plans): a generic plan made on an empty table would go on reading
 -- it whole once it fills. A partitioned table (pg-boss's job table) has no rows of its own: its
--- partitions' are summed, found in pg_inherits (a catalog read, no lock on them). A table that is
+-- partitions' are summed (fragments/tree.sql: a catalog read, no lock on them). A table that is
 -- gone reads 0.
 -- @block main
 SELECT t.relation,
-       coalesce((WITH RECURSIVE tree (oid) AS (
-                     SELECT c.oid
-                     UNION ALL
-                     SELECT i.inhrelid FROM pg_inherits AS i JOIN tree ON i.inhparent = tree.oid)
-                 SELECT sum(pg_stat_get_live_tuples(tree.oid) + pg_stat_get_dead_tuples(tree.oid)) FROM tree), 0)::float8
-           AS tuples
+       coalesce((SELECT sum(pg_stat_get_live_tuples(r.oid) + pg_stat_get_dead_tuples(r.oid))
+                 FROM unnest({{tree.relations(c.oid)}}) AS r (oid)), 0)::float8 AS tuples
 FROM unnest(ARRAY[:relations]::text[]) AS t (relation)
 LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.relation)

@@ -28,7 +28,7 @@ WHERE r.rolname = current_user
 --                 what REINDEX, VACUUM and DROP INDEX need up to PostgreSQL 16
 --   maintain      PostgreSQL 17+: the MAINTAIN privilege (GRANT MAINTAIN, or pg_maintain), which
 --                 is enough for REINDEX and VACUUM; false on older servers
---   partitions    a partitioned table's partitions (pg_partition_tree's leaves; 0 for any other)
+--   partitions    a partitioned table's partitions (fragments/tree.sql's leaves; 0 for any other)
 --   unread_*      those this login may not SELECT (schema and name, by name): SELECT on the parent
 --                 reads their rows through it, but pg_stats shows a partition's statistics only to
 --                 a login that may read that partition, and the estimates are made from them
@@ -55,18 +55,14 @@ LEFT JOIN pg_class AS c ON c.relnamespace = n.oid AND c.relname = t.table_name
 LEFT JOIN pg_roles AS o ON o.oid = c.relowner
 LEFT JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attname = t.column_name AND a.attnum > 0
                            AND NOT a.attisdropped
--- The partitions from pg_inherits (pg_partition_tree would lock each one, and wait behind a lock).
-LEFT JOIN LATERAL (WITH RECURSIVE tree AS (
-                       SELECT i.inhrelid AS rel FROM pg_inherits AS i
-                       WHERE i.inhparent = c.oid AND c.relkind = 'p' AND t.column_name IS NULL
-                       UNION
-                       SELECT i.inhrelid FROM tree JOIN pg_inherits AS i ON i.inhparent = tree.rel)
-                   SELECT count(*)::int AS partitions,
+-- The partitions by fragments/tree.sql (pg_partition_tree would lock each one, and wait behind a lock).
+LEFT JOIN LATERAL (SELECT count(*)::int AS partitions,
                           array_agg(ln.nspname::text ORDER BY ln.nspname, l.relname)
                               FILTER (WHERE NOT has_table_privilege(l.oid, 'SELECT')) AS unread_schemas,
                           array_agg(l.relname::text ORDER BY ln.nspname, l.relname)
                               FILTER (WHERE NOT has_table_privilege(l.oid, 'SELECT')) AS unread_tables
-                   FROM tree
-                   JOIN pg_class AS l ON l.oid = tree.rel AND l.relkind <> 'p'
+                   FROM unnest(CASE WHEN c.relkind = 'p' AND t.column_name IS NULL THEN {{tree.leaves(c.oid)}} END)
+                        AS tr (rel)
+                   JOIN pg_class AS l ON l.oid = tr.rel
                    JOIN pg_namespace AS ln ON ln.oid = l.relnamespace) AS pp ON true
 ORDER BY t.i

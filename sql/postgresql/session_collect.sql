@@ -5,7 +5,7 @@
 -- service's long-lived connection, whose statements are kept prepared and run with the generic
 -- plan made once (collectors/runner.py, keep_plans: planning was about half a cycle's cost).
 -- jit off: a collector statement reads catalogues and a capped part of an index, milliseconds of
--- work, but the planner's default row estimates for catalogue functions (pg_partition_tree,
+-- work, but the planner's default row estimates for catalogue functions (set-returning functions,
 -- unnest) put depth's estimated cost above jit_above_cost: with the server's default jit = on it
 -- was compiled with LLVM every cycle, 4.4 s of a 4.4 s statement on the 100,000-row lab. Depth's
 -- one read of pg_stats per source brought its cost down to 3,299, but a cost is the planner's

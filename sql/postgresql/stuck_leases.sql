@@ -35,8 +35,8 @@ WITH queueops_q AS MATERIALIZED (
          AS t (queue, qualified, lease_col)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
     LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages
-                       FROM pg_partition_tree(c.oid) AS p JOIN pg_class AS pc ON pc.oid = p.relid
-                       WHERE c.relkind = 'p' AND p.isleaf) AS pt ON true
+                       FROM unnest({{tree.leaves(c.oid)}}) AS p (relid) JOIN pg_class AS pc ON pc.oid = p.relid
+                       WHERE c.relkind = 'p') AS pt ON true
     CROSS JOIN LATERAL (SELECT coalesce(pt.pages, c.relpages, 0) AS pages) AS sz
 )
 -- @block served

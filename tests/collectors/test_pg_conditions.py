@@ -423,9 +423,25 @@ def test_a_lock_on_one_partition_names_its_holder_as_the_queues_blocker(lab) -> 
         conn.execute("INSERT INTO lab.lock_part SELECT CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, g "
                      "FROM generate_series(1, 100) AS g")
     cfg = one_queue(lab, {"name": "p", "kind": "delete", "table": "lock_part", "key": "id"})
+    # A login without pgstattuple's functions: its ghost records and fragmentation are read from the
+    # catalogue and the statistics alone, which a lock on a partition does not hold up.
+    reader, password = f"lock_reader_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    with lab.connect() as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(reader), sql.Literal(password)))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA lab TO {}").format(sql.Identifier(reader)))
+        conn.execute(sql.SQL("GRANT SELECT ON lab.lock_part, lab.lock_part_a, lab.lock_part_b TO {}").format(
+            sql.Identifier(reader)))
+    catalogue_only = one_queue(lab, {"name": "p", "kind": "delete", "table": "lock_part", "key": "id"},
+                               url=lab.url.replace("queueops@", f"{reader}@"), password=password)
     try:
         with holding(lab.connect, "SET application_name = 'partition-holder'", "BEGIN",
                      "LOCK TABLE lab.lock_part_b IN ACCESS EXCLUSIVE MODE") as holder:
+            # The partitions are found in pg_inherits: pg_partition_tree locked each one, and these
+            # statements, which read no row, waited behind the holder to their lock timeout.
+            c = collect(catalogue_only, "ghost_records", "fragmentation_pct")
+            for name in ("ghost_records", "fragmentation_pct"):
+                assert c.ok(name).ok, c.ok(name)
+            assert c.value("p", "table_pages") is not None and c.value("p", "dead_tuples") is not None
             c = collect(cfg, "lock_waits")
             assert c.value("p", "lock_blockers") == 1, c.rows  # held before any waiter is caught
             held = json.loads(c.row("p", "lock_blockers").note)["holders"]
@@ -438,6 +454,8 @@ def test_a_lock_on_one_partition_names_its_holder_as_the_queues_blocker(lab) -> 
     finally:
         with lab.connect() as conn:
             conn.execute("DROP TABLE lab.lock_part")
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(reader)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(reader)))
 
 
 def test_lock_hold_shows_waiters_the_blocker_and_times_out_only_the_collectors_that_need_the_table(

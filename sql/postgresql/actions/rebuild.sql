@@ -8,7 +8,7 @@
 -- A partitioned table (pg-boss's job table, PGMQ's partitioned queues) has no index pages of its
 -- own: its indexes are partitioned indexes, which pgstatindex refuses ('is not a btree index'), so
 -- every figure was unknown and nothing was reindexed. Its indexes here are its partitions' (the
--- leaves of pg_partition_tree; a plain table is its own one), each measured and reindexed on its
+-- leaves of fragments/tree.sql; a plain table is its own one), each measured and reindexed on its
 -- own, with its own table's rows and dead tuples; VACUUM of the parent vacuums every partition.
 -- @block indexes
 -- index_oid: what the execution binds each previewed index by (a name may be another index by then).
@@ -28,14 +28,13 @@ JOIN pg_class AS ic ON ic.oid = i.indexrelid
 JOIN pg_namespace AS n ON n.oid = ic.relnamespace
 JOIN pg_am AS am ON am.oid = ic.relam
 JOIN pg_class AS tc ON tc.oid = i.indrelid
-WHERE i.indrelid IN (SELECT unnest(coalesce((SELECT array_agg(p.relid::oid) FROM pg_partition_tree(r.oid) AS p
-                                              WHERE p.isleaf), ARRAY[r.oid]))
-                     FROM (SELECT to_regclass(:qualified_table) AS oid) AS r)
+WHERE i.indrelid IN (SELECT unnest({{tree.leaves(r.oid)}}) FROM (SELECT to_regclass(:qualified_table) AS oid) AS r)
 ORDER BY ic.relname
 -- @block table
 -- relkind: r table, p partitioned table; anything else (a view) is refused: VACUUM would skip it
 -- with a mere warning and it has no indexes of its own. A partitioned table's figures are its
--- partitions' summed (its own are zeros); its last vacuum that of the least recently vacuumed one.
+-- partitions' summed (its own are zeros); its last vacuum that of the least recently vacuumed one,
+-- none when one never was (as ghost_records reads 'never vacuumed'; min() alone skipped it).
 SELECT c.oid IS NOT NULL AS table_exists, c.relkind::text AS relkind,
        coalesce(st.live, 0) AS live_tuples, coalesce(st.dead, 0) AS dead_tuples,
        c.reltuples AS reltuples, st.last_vacuum, st.last_autovacuum, st.bytes AS table_bytes,
@@ -45,13 +44,15 @@ SELECT c.oid IS NOT NULL AS table_exists, c.relkind::text AS relkind,
         WHERE p.relid = ANY (lv.rels || c.oid) AND p.pid <> pg_backend_pid()) AS other_builds
 FROM (SELECT to_regclass(:qualified_table) AS oid) AS r
 LEFT JOIN pg_class AS c ON c.oid = r.oid
-LEFT JOIN LATERAL (SELECT coalesce((SELECT array_agg(p.relid::oid) FROM pg_partition_tree(c.oid) AS p WHERE p.isleaf),
-                                   ARRAY[c.oid]) AS rels) AS lv ON c.oid IS NOT NULL
+LEFT JOIN LATERAL (SELECT coalesce({{tree.leaves(c.oid)}}, ARRAY[c.oid]) AS rels) AS lv ON c.oid IS NOT NULL
 LEFT JOIN LATERAL (SELECT sum(pg_stat_get_live_tuples(l.rel)) AS live, sum(pg_stat_get_dead_tuples(l.rel)) AS dead,
-                          min(pg_stat_get_last_vacuum_time(l.rel)) AS last_vacuum,
-                          min(pg_stat_get_last_autovacuum_time(l.rel)) AS last_autovacuum,
+                          CASE WHEN bool_and(l.vac IS NOT NULL) THEN min(l.vac) END AS last_vacuum,
+                          CASE WHEN bool_and(l.autovac IS NOT NULL) THEN min(l.autovac) END AS last_autovacuum,
                           sum(pg_table_size(l.rel)) AS bytes
-                   FROM unnest(lv.rels) AS l (rel)) AS st ON c.oid IS NOT NULL
+                   FROM unnest(lv.rels) AS u (rel)
+                   CROSS JOIN LATERAL (SELECT u.rel, pg_stat_get_last_vacuum_time(u.rel) AS vac,
+                                              pg_stat_get_last_autovacuum_time(u.rel) AS autovac) AS l) AS st
+       ON c.oid IS NOT NULL
 -- @block index_stats
 -- pgstatindex (extension pgstattuple) reads the whole index: exact leaf density and leaf
 -- fragmentation, bounded by the statement timeout.
@@ -79,9 +80,7 @@ SELECT i.indexrelid::bigint AS index_oid, ic.relname AS index_name, n.nspname AS
 FROM pg_index AS i
 JOIN pg_class AS ic ON ic.oid = i.indexrelid
 JOIN pg_namespace AS n ON n.oid = ic.relnamespace
-WHERE i.indrelid IN (SELECT unnest(coalesce((SELECT array_agg(p.relid::oid) FROM pg_partition_tree(r.oid) AS p
-                                              WHERE p.isleaf), ARRAY[r.oid]))
-                     FROM (SELECT to_regclass(:qualified_table) AS oid) AS r)
+WHERE i.indrelid IN (SELECT unnest({{tree.leaves(r.oid)}}) FROM (SELECT to_regclass(:qualified_table) AS oid) AS r)
   AND NOT i.indisvalid AND ic.relname ~ '_cc(new|old)[0-9]*$'
 ORDER BY ic.relname
 -- @block drop_leftover

@@ -13,14 +13,10 @@
 -- oldest_snapshot collector's holder), which pins the dead tuples of every table. This
 -- session is left out. Blockers first (most sessions blocked first), then the snapshot holder.
 -- The table's relations: itself, and for a partitioned table every relation under it (a lock on
--- one partition stalls the dequeues through the parent; lock_waits.sql matches the same), read from
--- pg_inherits: pg_partition_tree would lock every partition and wait behind the holder it is for.
-WITH RECURSIVE tree AS (
-    SELECT to_regclass(:qualified_table) AS rel
-    UNION
-    SELECT i.inhrelid FROM tree JOIN pg_inherits AS i ON i.inhparent = tree.rel
-), rel AS (
-    SELECT array_agg(tree.rel) AS relids FROM tree
+-- one partition stalls the dequeues through the parent; lock_waits.sql matches the same), read by
+-- fragments/tree.sql: pg_partition_tree would lock every partition and wait behind the holder it is for.
+WITH RECURSIVE rel AS (
+    SELECT {{tree.relations(to_regclass(:qualified_table))}} AS relids
 ), waiting AS (
     SELECT a.pid, pg_blocking_pids(a.pid) AS blockers
     FROM pg_stat_activity AS a
