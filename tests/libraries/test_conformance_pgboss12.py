@@ -32,15 +32,19 @@ from ready and deferred.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from collectors import registry, runner
 from queueops import actions, presets
 from tests.conformance import common
+from tests.conftest import wait_for
 from tests.libraries.conformance_db import pgboss_shaped, preset_config, reads_and_live_check
-from tests.libraries.conftest import LibServer
+from tests.libraries.conftest import NODE_DIR, LibServer, pgboss_on
 
 VERSION = "pg-boss 12.38.0 (npm), dist/plans.js"
 QUEUE = "pgboss12"
@@ -201,3 +205,54 @@ def test_requeue_is_refused_and_the_preset_says_when_pgboss_fails_a_job(shaped: 
     assert "fails expired and silent active jobs" in str(refused.value)
     rescue = presets.get("pgboss12").rescue
     assert rescue.by_itself and "expire_seconds" in rescue.how and "heartbeat_seconds" in rescue.how
+
+
+def test_a_lock_on_the_queues_partition_names_its_holder_and_ending_it_lets_pgboss_fetch(
+        shaped: LibServer, tmp_path: Path) -> None:
+    """Last in the module: pg-boss takes a job. A LOCK (or a VACUUM FULL, or pg_partman-style
+    maintenance) of the partition pg-boss 12 keeps queue 'qo' in stalls pg-boss's own fetch, and
+    holds nothing on pgboss.job itself. lock_waits names the holder as the queue's blocker and
+    counts the fetch waiting; terminate offers the holder as the blocker, and once it is ended the
+    fetch that waited takes its job."""
+    cfg = common.make_config(shaped.url, Path(shaped.info.password_file), "UTC",
+                             [{"name": QUEUE, "preset": "pgboss12"}], store=tmp_path / "store.db", role="operator")
+    with shaped.connect() as conn:
+        partition = conn.execute("SELECT tableoid::regclass::text FROM pgboss.job WHERE name = 'qo' LIMIT 1").fetchone()[0]
+        assert partition != "pgboss.job"
+    holder = shaped.connect()
+    fetch = None
+    try:
+        holder.execute("SET application_name = 'partition-maintenance'")
+        holder.execute("BEGIN")
+        holder.execute(f"LOCK TABLE {partition} IN ACCESS EXCLUSIVE MODE")
+        pid = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
+        fetch = shaped.spawn(pgboss_on(12, "fetch", "1", script="conformance.mjs"), tmp_path / "fetch.log",
+                             cwd=NODE_DIR)
+
+        def waiters() -> float:
+            # lock_waits reads pg_locks alone: it answers while the collectors that read the
+            # partition wait to their lock timeout (those are the runner's per-queue timeouts).
+            result = runner.run_collectors(cfg, cfg.targets[0], [registry.by_name("lock_waits")])
+            assert all(s.ok for s in result.status), result.status
+            figures = {r.metric: r for r in result.rows if r.queue == QUEUE}
+            assert figures["lock_blockers"].value == 1, figures["lock_blockers"]
+            assert json.loads(figures["lock_blockers"].note)["holders"][0]["pid"] == pid
+            return figures["lock_waiters"].value or 0
+
+        wait_for(waiters, 60, interval=0.5, what="pg-boss's fetch waiting behind the partition's lock")
+        assert fetch.poll() is None
+        time.sleep(1.2)  # the holder older than min_age_s
+        plan = actions.plan(cfg, "terminate", QUEUE, {"min_age_s": 1})
+        row = plan.preview.rows[0]
+        assert (row["cause"], row["application"], plan.observed["session"]["session_id"]) == \
+            ("blocker", "partition-maintenance", pid), plan.preview.rows
+        assert actions.execute(cfg, plan).outcome == "ok"
+        assert fetch.wait(timeout=60) == 0, (tmp_path / "fetch.log").read_text()
+        ids = json.loads((tmp_path / "fetch.log").read_text().strip().splitlines()[-1])
+        assert len(ids) == 1, ids
+        with shaped.connect() as conn:
+            assert conn.execute("SELECT state::text FROM pgboss.job WHERE id = %s", (ids[0],)).fetchone() == ("active",)
+    finally:
+        if fetch is not None and fetch.poll() is None:
+            shaped.kill(fetch)
+        holder.close()
