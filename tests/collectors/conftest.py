@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from collectors import registry, runner
 from queueops import config as config_mod
@@ -125,3 +127,23 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.1) -> bool:
             return True
         time.sleep(interval)
     return bool(predicate())
+
+
+@contextmanager
+def reader_login(lab, *tables: str) -> Iterator[dict[str, str]]:  # noqa: ANN001
+    """A login of its own with SELECT on ``tables`` (schema-qualified) and nothing else: outside
+    pg_stat_scan_tables, so without pgstattuple's functions. Yields the target fields that log in
+    as it (``url``, ``password``, for :func:`one_queue`); dropped, with what it owns, afterwards."""
+    name, password = f"reader_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    role = sql.Identifier(name)
+    with lab.connect() as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(role, sql.Literal(password)))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA lab TO {}").format(role))
+        conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(
+            sql.SQL(", ").join(sql.Identifier(*t.split(".")) for t in tables), role))
+    try:
+        yield {"url": lab.url.replace("queueops@", f"{name}@"), "password": password}
+    finally:
+        with lab.connect() as conn:
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(role))
+            conn.execute(sql.SQL("DROP ROLE {}").format(role))

@@ -7,8 +7,8 @@ versions are in test_lab_faults.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import uuid
 
 import psycopg
 from psycopg import sql
@@ -16,7 +16,15 @@ from psycopg import sql
 from collectors.counters import CounterRates
 from collectors.runner import COUNT_CAP, COUNT_SKIP_ABOVE, run_once
 from queueops import config as config_mod
-from tests.collectors.conftest import LEASE_TIMEOUT_S, collect, holding, one_queue, wait_until, waiting
+from tests.collectors.conftest import (
+    LEASE_TIMEOUT_S,
+    collect,
+    holding,
+    one_queue,
+    reader_login,
+    wait_until,
+    waiting,
+)
 from tests.collectors.plans import explain, nodes, scans_of
 
 
@@ -357,6 +365,11 @@ def test_dead_tuples_of_a_partitioned_table_are_its_partitions(lab) -> None:  # 
         conn.execute("DROP TABLE lab.dead_part")
 
 
+def _drop(lab, table: str) -> None:  # noqa: ANN001
+    with lab.connect() as conn:
+        conn.execute(f"DROP TABLE {table}")
+
+
 def test_fragmentation_of_a_partitioned_table_is_its_partitions(lab) -> None:  # noqa: ANN001
     """PGMQ's partitioned queues: the parent has no pages, and its key index is a partitioned index
     that pgstatindex refuses ('is not a btree index'), as pgstattuple_approx refuses the parent: the
@@ -378,16 +391,10 @@ def test_fragmentation_of_a_partitioned_table_is_its_partitions(lab) -> None:  #
                                   "('frag_part_a', 'frag_part_b')").fetchall())
     # Without pgstattuple's functions (a login outside pg_stat_scan_tables) the figures are the
     # estimates from the partitions' pg_class and pg_stats rows.
-    reader = f"frag_reader_{uuid.uuid4().hex[:8]}"
-    password = uuid.uuid4().hex
-    with lab.connect() as conn:
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(reader), sql.Literal(password)))
-        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA lab TO {}").format(sql.Identifier(reader)))
-        conn.execute(sql.SQL("GRANT SELECT ON lab.frag_part, lab.frag_part_a, lab.frag_part_b TO {}").format(
-            sql.Identifier(reader)))
-    estimated = one_queue(lab, {"name": "p", "kind": "delete", "table": "frag_part", "key": "msg_id"},
-                          url=lab.url.replace("queueops@", f"{reader}@"), password=password)
-    try:
+    with contextlib.ExitStack() as stack:
+        reader = stack.enter_context(reader_login(lab, "lab.frag_part", "lab.frag_part_a", "lab.frag_part_b"))
+        stack.callback(_drop, lab, "lab.frag_part")
+        estimated = one_queue(lab, {"name": "p", "kind": "delete", "table": "frag_part", "key": "msg_id"}, **reader)
         before, est_before = collect(cfg, "fragmentation_pct"), collect(estimated, "fragmentation_pct")
         for c, source in ((before, "pgstatindex"), (est_before, "estimate (pg_class, pg_stats)")):
             assert c.ok("fragmentation_pct").ok, c.ok("fragmentation_pct")
@@ -403,11 +410,6 @@ def test_fragmentation_of_a_partitioned_table_is_its_partitions(lab) -> None:  #
         for b, c in ((before, collect(cfg, "fragmentation_pct")), (est_before, collect(estimated, "fragmentation_pct"))):
             assert 30 < c.value("p", "page_density_pct") < b.value("p", "page_density_pct") - 30, c.rows
             assert c.value("p", "table_bloat_pct") > b.value("p", "table_bloat_pct") + 30, c.rows
-    finally:
-        with lab.connect() as conn:
-            conn.execute("DROP TABLE lab.frag_part")
-            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(reader)))
-            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(reader)))
 
 
 def test_a_lock_on_one_partition_names_its_holder_as_the_queues_blocker(lab) -> None:  # noqa: ANN001
@@ -425,15 +427,10 @@ def test_a_lock_on_one_partition_names_its_holder_as_the_queues_blocker(lab) -> 
     cfg = one_queue(lab, {"name": "p", "kind": "delete", "table": "lock_part", "key": "id"})
     # A login without pgstattuple's functions: its ghost records and fragmentation are read from the
     # catalogue and the statistics alone, which a lock on a partition does not hold up.
-    reader, password = f"lock_reader_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
-    with lab.connect() as conn:
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(reader), sql.Literal(password)))
-        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA lab TO {}").format(sql.Identifier(reader)))
-        conn.execute(sql.SQL("GRANT SELECT ON lab.lock_part, lab.lock_part_a, lab.lock_part_b TO {}").format(
-            sql.Identifier(reader)))
-    catalogue_only = one_queue(lab, {"name": "p", "kind": "delete", "table": "lock_part", "key": "id"},
-                               url=lab.url.replace("queueops@", f"{reader}@"), password=password)
-    try:
+    with contextlib.ExitStack() as stack:
+        reader = stack.enter_context(reader_login(lab, "lab.lock_part", "lab.lock_part_a", "lab.lock_part_b"))
+        stack.callback(_drop, lab, "lab.lock_part")
+        catalogue_only = one_queue(lab, {"name": "p", "kind": "delete", "table": "lock_part", "key": "id"}, **reader)
         with holding(lab.connect, "SET application_name = 'partition-holder'", "BEGIN",
                      "LOCK TABLE lab.lock_part_b IN ACCESS EXCLUSIVE MODE") as holder:
             # The partitions are found in pg_inherits: pg_partition_tree locked each one, and these
@@ -451,11 +448,6 @@ def test_a_lock_on_one_partition_names_its_holder_as_the_queues_blocker(lab) -> 
                 assert wait_until(lambda: collect(cfg, "lock_waits").value("p", "lock_waiters") >= 1)
                 assert waiter_pid in json.loads(collect(cfg, "lock_waits").row("p", "lock_waiters").note)["pids"]
         assert collect(cfg, "lock_waits").value("p", "lock_blockers") == 0
-    finally:
-        with lab.connect() as conn:
-            conn.execute("DROP TABLE lab.lock_part")
-            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(reader)))
-            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(reader)))
 
 
 def test_lock_hold_shows_waiters_the_blocker_and_times_out_only_the_collectors_that_need_the_table(
