@@ -44,7 +44,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 
-BENCHMARKS := collect_cycle service_cycle store_write actions_rebuild_stall seeds pipeline ui_render overhead
+BENCHMARKS := collect_cycle discover_catalog service_cycle store_write actions_rebuild_stall seeds pipeline ui_render overhead
 
 bench: setup
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py" >&2; $(BIN)/python benchmarks/$$b.py || exit 1; done
