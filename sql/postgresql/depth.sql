@@ -18,6 +18,8 @@
 -- count_failed (lease kind) is always that estimate: rows whose error column is set have no index
 -- to count them by, and counting without one would read the table.
 --   'at least (cap reached; no statistics)' when the table was never analyzed.
+--   'at least (cap reached; the statistics estimate no more)' when the estimate is not above
+--   what the cap's read counted (status blocks).
 -- A count of all rows (rows_total; a delete queue's depth) is not even started when the live-row
 -- counter pg_stat_user_tables.n_live_tup (kept current by every commit, unlike reltuples) is at
 -- least :skip_above (10 x the cap): it would only reach the cap to report an estimate anyway.
@@ -197,8 +199,14 @@ CROSS JOIN LATERAL (
 ) AS f
 CROSS JOIN LATERAL (SELECT n.total < :cap AND n.ready < :cap AND n.processing < :cap AND n.done < :cap AS all_exact) AS t
 CROSS JOIN LATERAL (VALUES
+    -- An estimate at or below what the cap's read already found says nothing more than it (as
+    -- block status_follow_runnable): statistics older than the rows, or flagged rows
+    -- (closed_when_true) taken off the ready share that lie in other statuses (pg-boss's cancelled
+    -- flow children keep blocked set: 1,000 'estimate' for 5,000 waiting jobs).
     ('depth', CASE WHEN n.ready < :cap THEN n.ready ELSE greatest(n.ready, c.reltuples * coalesce(f.ready, 0)) END::float8,
-     CASE WHEN n.ready < :cap THEN 'exact' WHEN f.ready IS NOT NULL AND c.reltuples >= 0 THEN 'estimate (pg_stats MCV)'
+     CASE WHEN n.ready < :cap THEN 'exact'
+          WHEN f.ready IS NOT NULL AND c.reltuples >= 0 AND c.reltuples * f.ready > n.ready THEN 'estimate (pg_stats MCV)'
+          WHEN f.ready IS NOT NULL AND c.reltuples >= 0 THEN 'at least (cap reached; the statistics estimate no more)'
           ELSE 'at least (cap reached; no statistics)' END),
     ('count_processing', CASE WHEN n.processing < :cap THEN n.processing
                               ELSE greatest(n.processing, c.reltuples * coalesce(f.processing, 0)) END::float8,
@@ -447,8 +455,11 @@ CROSS JOIN LATERAL (SELECT c.reltuples * f.ready AS ready_rows) AS r
 CROSS JOIN LATERAL (VALUES
     ('depth', CASE WHEN NOT n.capped OR r.ready_rows IS NULL OR c.reltuples < 0 THEN n.ready
                    ELSE greatest(n.ready, r.ready_rows * n.ready / greatest(n.seen, 1)) END::float8,
-     CASE WHEN NOT n.capped THEN 'exact' WHEN r.ready_rows IS NOT NULL AND c.reltuples >= 0
+     CASE WHEN NOT n.capped THEN 'exact'
+          WHEN r.ready_rows IS NOT NULL AND c.reltuples >= 0 AND r.ready_rows * n.ready / greatest(n.seen, 1) > n.ready
           THEN 'estimate (pg_stats MCV x the share below max_attempts in the cap read)'
+          WHEN r.ready_rows IS NOT NULL AND c.reltuples >= 0
+          THEN 'at least (cap of ready items read; the statistics estimate no more)'
           ELSE 'at least (cap of ready items read)' END),
     ('count_exhausted', CASE WHEN NOT n.capped OR r.ready_rows IS NULL OR c.reltuples < 0 THEN n.exhausted
                              ELSE greatest(n.exhausted, r.ready_rows * n.exhausted / greatest(n.seen, 1)) END::float8,

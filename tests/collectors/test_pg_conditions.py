@@ -66,6 +66,34 @@ def test_depth_above_the_cap_is_an_estimate_that_says_so(cfg, clean_lab) -> None
 SKIPPED = "estimate (pg_stat_user_tables.n_live_tup; not counted: far above the cap)"
 
 
+def test_flagged_rows_in_other_statuses_make_depth_at_least_the_count_not_an_estimate_of_it(lab) -> None:  # noqa: ANN001
+    """pg-boss's cancelJobs leaves ``blocked`` set on cancelled flow children. The share of flagged
+    rows (closed_when_true) is taken off the ready statuses' share as if all of them were waiting;
+    when most are cancelled the estimate falls below what the cap's read counted, and depth read
+    1,000, noted 'estimate (pg_stats MCV)', for 3,000 waiting jobs. It says 'at least' now."""
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS lab.flagged_q")
+        conn.execute("DROP TYPE IF EXISTS lab.flagged_state")
+        conn.execute("CREATE TYPE lab.flagged_state AS ENUM ('created', 'retry', 'active', 'completed', 'cancelled')")
+        conn.execute("CREATE TABLE lab.flagged_q (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+                     "state lab.flagged_state NOT NULL, blocked boolean NOT NULL DEFAULT false)")
+        conn.execute("CREATE INDEX ON lab.flagged_q (state)")
+        conn.execute("INSERT INTO lab.flagged_q (state, blocked) SELECT s::lab.flagged_state, b FROM "
+                     "(VALUES ('completed', false, 40000), ('cancelled', true, 15000), ('created', true, 2000), "
+                     "('created', false, 3000)) AS v (s, b, n) CROSS JOIN LATERAL generate_series(1, v.n)")
+        conn.execute("ANALYZE lab.flagged_q")
+    cfg = one_queue(lab, {"name": "f", "kind": "status", "table": "flagged_q", "key": "id", "status_column": "state",
+                          "ready_values": ["created", "retry"], "processing_values": ["active"],
+                          "done_values": ["completed", "cancelled"], "closed_when_true": ["blocked"]})
+    try:
+        depth = collect(cfg, "depth").row("f", "depth")
+        assert (depth.value, depth.note) == (COUNT_CAP, "at least (cap reached; the statistics estimate no more)")
+    finally:
+        with lab.connect() as conn:
+            conn.execute("DROP TABLE lab.flagged_q")
+            conn.execute("DROP TYPE lab.flagged_state")
+
+
 def test_a_total_far_above_the_cap_is_not_counted_and_the_ready_counts_still_are(cfg, clean_lab) -> None:  # noqa: ANN001
     n = COUNT_SKIP_ABOVE + COUNT_CAP
     with clean_lab.connect() as conn:
