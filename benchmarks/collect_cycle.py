@@ -312,24 +312,32 @@ def config_for(url: str, password: str, queues: int) -> config_mod.Config:
 
 
 @contextlib.contextmanager
-def bench_server(queues: int, rows: int, in_flight: int | None = None) -> Iterator[tuple[str, str, float, int]]:
-    """A throw-away embedded PostgreSQL with the benchmark's tables built: (url, password, build
-    seconds, database bytes); removed on exit."""
+def throwaway_server() -> Iterator[tuple[str, str]]:
+    """A throw-away embedded PostgreSQL (fast settings, database ``bench``): (url, password);
+    destroyed, with its directory, on exit."""
     base = Path(tempfile.mkdtemp(prefix="queueops-bench-"))
     base.chmod(0o755)
     srv = EmbeddedPostgres(base / "state", fast=True, database="bench")
     try:
         info = srv.start()
-        import psycopg
-
-        t0 = time.perf_counter()
-        with psycopg.connect(info.url(), password=srv.password(), autocommit=True) as conn:
-            build(conn, queues, rows, in_flight)
-            size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
-        yield info.url(), srv.password(), time.perf_counter() - t0, size
+        yield info.url(), srv.password()
     finally:
         srv.destroy()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def bench_server(queues: int, rows: int, in_flight: int | None = None) -> Iterator[tuple[str, str, float, int]]:
+    """A throw-away embedded PostgreSQL with the benchmark's tables built: (url, password, build
+    seconds, database bytes); removed on exit."""
+    with throwaway_server() as (url, password):
+        import psycopg
+
+        t0 = time.perf_counter()
+        with psycopg.connect(url, password=password, autocommit=True) as conn:
+            build(conn, queues, rows, in_flight)
+            size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+        yield url, password, time.perf_counter() - t0, size
 
 
 def marginals(big: dict[str, Any], little: dict[str, Any]) -> dict[str, float | None]:
