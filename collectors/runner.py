@@ -92,6 +92,12 @@ def target_lists(queues: Sequence[mapping.CompiledQueue]) -> dict[str, list[str]
                        else "" for c in queues],
         # closed_when_true's columns, one a line: depth's estimates leave their share out (pg-boss 12).
         "closed_names": ["\n".join(c.queue.closed_when_true) for c in queues],
+        # With closed_when_true (and the whole table the queue's: no partition, no expiry), the
+        # ready values, one a line, that the library's partial index on the waiting rows must
+        # select for depth's estimate to read its reltuples ('' otherwise).
+        "ready_texts": ["\n".join(c.values["ready_values_text"])
+                        if c.queue.closed_when_true and c.queue.partition is None and not c.queue.expires_column
+                        and c.queue.kind == "status" else "" for c in queues],
         # A lease queue's free items, for the share depth estimates above the cap: its ready_flag
         # ('' without one), and whether a free item's lease is NULL ('null'; '' for a lock-until
         # lease, "past", whose expired locks no statistic tells apart from held ones).

@@ -55,6 +55,10 @@ WITH queueops_q AS MATERIALIZED (
            -- closed_when_true (pg-boss 12's blocked jobs): the share of rows whose flag is true,
            -- summed over the queue's flags; 0 without one.
            coalesce(ps.closed_share, 0) AS closed_share,
+           -- closed_when_true: the rows in a ready status with no flag set, as the library's
+           -- partial index on exactly them counts them (pg-boss 12's job_i11 on every partition);
+           -- NULL without such an index on every leaf. See lateral ri.
+           ri.ready_tuples,
            -- A lease queue's free share (lease_follow_runnable's estimate above the cap): the
            -- lease's null_frac, and with a ready_flag the smaller of that and the flag's true share
            -- (graphile-worker's is_available implies locked_at IS NULL: the flag's rows are free
@@ -66,9 +70,9 @@ WITH queueops_q AS MATERIALIZED (
                 ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
                 ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[],
                 ARRAY[:open_names]::text[], ARRAY[:closed_names]::text[], ARRAY[:flag_names]::text[],
-                ARRAY[:lease_free]::text[])
+                ARRAY[:lease_free]::text[], ARRAY[:ready_texts]::text[])
          AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols, closed_cols,
-               flag_col, lease_free)
+               flag_col, lease_free, ready_vals)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
     LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages, sum(pg_stat_get_live_tuples(pc.oid)) AS n_live_tup,
                               sum(pc.reltuples) FILTER (WHERE pc.reltuples >= 0) AS tuples,
@@ -155,6 +159,54 @@ WITH queueops_q AS MATERIALIZED (
                               FROM regexp_split_to_table(pg_get_expr(i.indpred, i.indrelid), ' AND ') AS x (p))
                              = (SELECT string_agg(quote_ident(oc.n) || ' IS NULL', E'\n' ORDER BY quote_ident(oc.n) || ' IS NULL')
                                 FROM unnest(string_to_array(t.open_cols, E'\n')) AS oc (n))) AS o ON true
+    -- closed_when_true: pg_stats has no joint figure of the status and the flags, so the status
+    -- blocks took the flagged share off the ready share as if every flagged row were waiting; but
+    -- pg-boss's cancelJobs leaves blocked set on a cancelled flow child, and 50,000 of them on a
+    -- 200,000-row table read depth 1,000 'at least' for 5,000 waiting jobs. The joint figure is in
+    -- the library's partial index on exactly the waiting rows: on each leaf, a valid partial index
+    -- whose predicate's conjuncts (as pg_get_expr prints them, parentheses trimmed) are
+    -- "NOT flag" for each closed_when_true column and one condition on the status column that
+    -- selects exactly the ready values: status = 'v' (one ready value), status < 'v' or <= 'v' on
+    -- an enum (the labels before v in its sort order: pg-boss 12's job_i11, WHERE state <
+    -- 'active' AND NOT blocked), or status = ANY (ARRAY['v', ...]). Its reltuples (set by ANALYZE
+    -- from the sample, and by VACUUM), summed over the leaves; a leaf never analyzed counts 0 when
+    -- it has no pages. NULL unless every leaf has one. pg_get_expr opens each leaf (ACCESS SHARE),
+    -- as the count below reads it anyway.
+    LEFT JOIN LATERAL (
+        SELECT CASE WHEN count(*) > 0 AND count(*) = count(lx.tuples) THEN sum(lx.tuples) END AS ready_tuples
+        FROM unnest(CASE WHEN t.ready_vals <> '' THEN {{tree.leaves(c.oid)}} END) AS lf (relid)
+        JOIN pg_class AS lc ON lc.oid = lf.relid
+        LEFT JOIN LATERAL (
+            SELECT max(CASE WHEN ic.reltuples >= 0 THEN ic.reltuples WHEN lc.relpages = 0 THEN 0 END) AS tuples
+            FROM pg_index AS i JOIN pg_class AS ic ON ic.oid = i.indexrelid
+            CROSS JOIN LATERAL (SELECT array_agg(x.p) FILTER (WHERE x.p <> ALL (nt.nots)) AS rest,
+                                       count(DISTINCT x.p) FILTER (WHERE x.p = ANY (nt.nots)) AS flags
+                                FROM (SELECT ARRAY(SELECT 'NOT ' || quote_ident(f.n)
+                                                   FROM unnest(string_to_array(t.closed_cols, E'\n')) AS f (n)) AS nots) AS nt
+                                CROSS JOIN LATERAL regexp_split_to_table(pg_get_expr(i.indpred, i.indrelid), ' AND ')
+                                          AS y (p)
+                                CROSS JOIN LATERAL (SELECT btrim(y.p, '()') AS p) AS x
+                                GROUP BY nt.nots) AS pr
+            -- the status condition: column, operator, and its quoted constants ('' inside one is ')
+            CROSS JOIN LATERAL (SELECT m[1] AS col, m[2] AS op,
+                                       ARRAY(SELECT replace(k[1], '''''', '''')
+                                             FROM regexp_matches(m[3], '''((?:[^'']|'''')*)''', 'g') AS k) AS vals
+                                FROM regexp_match(pr.rest[1], '^(\S+) (=|<|<=|= ANY) (.*)$') AS m) AS sc
+            LEFT JOIN pg_attribute AS a ON a.attrelid = lf.relid AND a.attname = t.status_col
+            WHERE i.indrelid = lf.relid AND i.indpred IS NOT NULL AND i.indisvalid
+              AND pr.flags = cardinality(string_to_array(t.closed_cols, E'\n')) AND cardinality(pr.rest) = 1
+              AND sc.col = quote_ident(t.status_col) AND cardinality(sc.vals) >= 1
+              AND (SELECT array_agg(r.v ORDER BY r.v COLLATE "C") FROM unnest(string_to_array(t.ready_vals, E'\n')) AS r (v))
+                  = CASE WHEN sc.op IN ('=', '= ANY') THEN
+                              (SELECT array_agg(v.v ORDER BY v.v COLLATE "C") FROM (SELECT DISTINCT u.v FROM unnest(sc.vals) AS u (v)) AS v)
+                         WHEN cardinality(sc.vals) = 1 THEN
+                              (SELECT array_agg(e.enumlabel::text ORDER BY e.enumlabel::text COLLATE "C")
+                               FROM pg_enum AS e
+                               JOIN pg_enum AS b ON b.enumtypid = e.enumtypid AND b.enumlabel = sc.vals[1]
+                               WHERE e.enumtypid = a.atttypid
+                                 AND CASE sc.op WHEN '<' THEN e.enumsortorder < b.enumsortorder
+                                                ELSE e.enumsortorder <= b.enumsortorder END) END) AS lx ON true
+    ) AS ri ON true
 )
 -- @block delete
 SELECT :queue AS queue, v.metric, v.value, v.note
@@ -198,15 +250,22 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) AS f
 CROSS JOIN LATERAL (SELECT n.total < :cap AND n.ready < :cap AND n.processing < :cap AND n.done < :cap AS all_exact) AS t
+-- The ready rows above the cap: the library's partial index on exactly them where the queue has
+-- closed_when_true flags and one (c.ready_tuples, the prelude), else the ready values' share.
+CROSS JOIN LATERAL (SELECT CASE WHEN c.ready_tuples IS NOT NULL THEN c.ready_tuples
+                                WHEN c.reltuples >= 0 THEN c.reltuples * f.ready END AS ready_rows,
+                           CASE WHEN c.ready_tuples IS NOT NULL THEN 'partial index of the ready rows: reltuples'
+                                ELSE 'pg_stats MCV' END AS src) AS r
 CROSS JOIN LATERAL (VALUES
     -- An estimate at or below what the cap's read already found says nothing more than it (as
     -- block status_follow_runnable): statistics older than the rows, or flagged rows
     -- (closed_when_true) taken off the ready share that lie in other statuses (pg-boss's cancelled
-    -- flow children keep blocked set: 1,000 'estimate' for 5,000 waiting jobs).
-    ('depth', CASE WHEN n.ready < :cap THEN n.ready ELSE greatest(n.ready, c.reltuples * coalesce(f.ready, 0)) END::float8,
+    -- flow children keep blocked set: 1,000 'estimate' for 5,000 waiting jobs where the table has
+    -- no partial index on its ready rows).
+    ('depth', CASE WHEN n.ready < :cap THEN n.ready ELSE greatest(n.ready, coalesce(r.ready_rows, 0)) END::float8,
      CASE WHEN n.ready < :cap THEN 'exact'
-          WHEN f.ready IS NOT NULL AND c.reltuples >= 0 AND c.reltuples * f.ready > n.ready THEN 'estimate (pg_stats MCV)'
-          WHEN f.ready IS NOT NULL AND c.reltuples >= 0 THEN 'at least (cap reached; the statistics estimate no more)'
+          WHEN r.ready_rows > n.ready THEN 'estimate (' || r.src || ')'
+          WHEN r.ready_rows IS NOT NULL THEN 'at least (cap reached; the statistics estimate no more)'
           ELSE 'at least (cap reached; no statistics)' END),
     ('count_processing', CASE WHEN n.processing < :cap THEN n.processing
                               ELSE greatest(n.processing, c.reltuples * coalesce(f.processing, 0)) END::float8,
@@ -451,20 +510,25 @@ CROSS JOIN LATERAL (
            (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:done_values_text)) AS done
     OFFSET 0
 ) AS f
-CROSS JOIN LATERAL (SELECT c.reltuples * f.ready AS ready_rows) AS r
+-- With closed_when_true, the ready rows as the library's partial index on them counts them where
+-- it has one (c.ready_tuples, the prelude; as block status).
+CROSS JOIN LATERAL (SELECT CASE WHEN c.ready_tuples IS NOT NULL THEN c.ready_tuples
+                                WHEN c.reltuples >= 0 THEN c.reltuples * f.ready END AS ready_rows,
+                           CASE WHEN c.ready_tuples IS NOT NULL THEN 'partial index of the ready rows: reltuples'
+                                ELSE 'pg_stats MCV' END AS src) AS r
 CROSS JOIN LATERAL (VALUES
-    ('depth', CASE WHEN NOT n.capped OR r.ready_rows IS NULL OR c.reltuples < 0 THEN n.ready
+    ('depth', CASE WHEN NOT n.capped OR r.ready_rows IS NULL THEN n.ready
                    ELSE greatest(n.ready, r.ready_rows * n.ready / greatest(n.seen, 1)) END::float8,
      CASE WHEN NOT n.capped THEN 'exact'
-          WHEN r.ready_rows IS NOT NULL AND c.reltuples >= 0 AND r.ready_rows * n.ready / greatest(n.seen, 1) > n.ready
-          THEN 'estimate (pg_stats MCV x the share below max_attempts in the cap read)'
-          WHEN r.ready_rows IS NOT NULL AND c.reltuples >= 0
+          WHEN r.ready_rows * n.ready / greatest(n.seen, 1) > n.ready
+          THEN 'estimate (' || r.src || ' x the share below max_attempts in the cap read)'
+          WHEN r.ready_rows IS NOT NULL
           THEN 'at least (cap of ready items read; the statistics estimate no more)'
           ELSE 'at least (cap of ready items read)' END),
-    ('count_exhausted', CASE WHEN NOT n.capped OR r.ready_rows IS NULL OR c.reltuples < 0 THEN n.exhausted
+    ('count_exhausted', CASE WHEN NOT n.capped OR r.ready_rows IS NULL THEN n.exhausted
                              ELSE greatest(n.exhausted, r.ready_rows * n.exhausted / greatest(n.seen, 1)) END::float8,
-     CASE WHEN NOT n.capped THEN 'exact (ready items at max_attempts)' WHEN r.ready_rows IS NOT NULL AND c.reltuples >= 0
-          THEN 'estimate (pg_stats MCV x the share at max_attempts in the cap read)'
+     CASE WHEN NOT n.capped THEN 'exact (ready items at max_attempts)' WHEN r.ready_rows IS NOT NULL
+          THEN 'estimate (' || r.src || ' x the share at max_attempts in the cap read)'
           ELSE 'at least (cap of ready items read)' END),
     ('count_processing', CASE WHEN n.processing < :cap OR f.processing IS NULL OR c.reltuples < 0 THEN n.processing
                               ELSE greatest(n.processing, c.reltuples * f.processing) END::float8,
@@ -564,26 +628,32 @@ CROSS JOIN LATERAL (SELECT CASE WHEN NOT n.scheduled_capped THEN n.scheduled
                                 THEN greatest(n.scheduled, c.reltuples * ahead.share) END AS scheduled) AS sc
 -- Statistics older than the rows (ANALYZE not run since a burst): an estimate at or below what the
 -- cap's read already found says nothing more than it: 'at least' then.
-CROSS JOIN LATERAL (SELECT CASE WHEN n.capped AND sc.scheduled IS NOT NULL AND c.reltuples >= 0
-                                     AND c.reltuples * f.ready - sc.scheduled > n.seen
-                                THEN c.reltuples * f.ready - sc.scheduled END AS runnable_rows) AS r
+-- With closed_when_true, the ready rows (scheduled or not) as the library's partial index on them
+-- counts them where it has one (c.ready_tuples, the prelude: pg-boss 12's job_i11); the share of
+-- the ready values less the flagged share otherwise.
+CROSS JOIN LATERAL (SELECT CASE WHEN c.ready_tuples IS NOT NULL THEN c.ready_tuples
+                                WHEN c.reltuples >= 0 THEN c.reltuples * f.ready END AS ready_rows,
+                           CASE WHEN c.ready_tuples IS NOT NULL THEN 'partial index of the ready rows: reltuples'
+                                ELSE 'pg_stats MCV of the ready values' END AS src) AS rr
+CROSS JOIN LATERAL (SELECT CASE WHEN n.capped AND sc.scheduled IS NOT NULL AND rr.ready_rows - sc.scheduled > n.seen
+                                THEN rr.ready_rows - sc.scheduled END AS runnable_rows) AS r
 CROSS JOIN LATERAL (VALUES
     ('depth', CASE WHEN r.runnable_rows IS NULL THEN n.ready
                    ELSE greatest(n.ready, r.runnable_rows * CASE WHEN n.seen > 0 THEN n.ready / n.seen ELSE 1 END) END::float8,
      CASE WHEN NOT n.capped THEN 'exact'
           WHEN r.runnable_rows IS NOT NULL AND n.uncounted
-          THEN 'estimate (pg_stats MCV of the ready values less the share of runnable_at ahead; not counted: no index serves a ready value)'
+          THEN 'estimate (' || rr.src || ' less the share of runnable_at ahead; not counted: no index serves a ready value)'
           WHEN n.uncounted THEN 'not counted: no index serves a ready value, and no statistics'
           WHEN r.runnable_rows IS NOT NULL AND NOT n.scheduled_capped
-          THEN 'estimate (pg_stats MCV of the ready values less the scheduled counted)'
+          THEN 'estimate (' || rr.src || ' less the scheduled counted)'
           WHEN r.runnable_rows IS NOT NULL
-          THEN 'estimate (pg_stats MCV of the ready values less the share of runnable_at ahead)'
+          THEN 'estimate (' || rr.src || ' less the share of runnable_at ahead)'
           ELSE 'at least (cap of runnable items read)' END),
     ('count_exhausted', CASE WHEN r.runnable_rows IS NULL THEN n.exhausted
                              ELSE greatest(n.exhausted, r.runnable_rows * CASE WHEN n.seen > 0 THEN n.exhausted / n.seen ELSE 0 END) END::float8,
      CASE WHEN NOT n.capped THEN 'exact (runnable ready items at max_attempts)'
           WHEN n.uncounted THEN 'unknown: no index serves a ready value (none read)'
-          WHEN r.runnable_rows IS NOT NULL THEN 'estimate (pg_stats MCV less the scheduled x the share at max_attempts in the cap read)'
+          WHEN r.runnable_rows IS NOT NULL THEN 'estimate (' || rr.src || ' less the scheduled x the share at max_attempts in the cap read)'
           ELSE 'at least (cap of runnable items read)' END),
     ('count_scheduled', coalesce(sc.scheduled, n.scheduled)::float8,
      CASE WHEN NOT n.scheduled_capped THEN 'exact' WHEN sc.scheduled IS NOT NULL AND n.uncounted
