@@ -477,14 +477,12 @@ def _ring(t: Table, siblings: list[Table], enq: Column | None) -> Proposal | Non
     return Proposal(t, "ring", 60 + _activity_score(t), evidence, mapping, strong=True)
 
 
-def judge(t: Table, tables: dict[tuple[str, str], Table], schema_tables: list[Table] | None = None) -> Proposal:
+def judge(t: Table, siblings: list[Table]) -> Proposal:
     """Judge a table that matches no preset: is it a queue, which kind, and why; a near miss (the
-    mapping it would need, what to add by hand); or why not. ``schema_tables``: the tables of
-    ``t``'s schema, when the caller judges many (:func:`survey` builds the lists once: a list per
-    table made discover quadratic, 27 s of Python for 3,050 tables)."""
-    if schema_tables is None:
-        schema_tables = [o for (s, _), o in tables.items() if s == t.schema]
-    siblings = schema_tables  # t is among them: each scan below skips it
+    mapping it would need, what to add by hand); or why not. ``siblings``: the tables of ``t``'s
+    schema, ``t`` among them (each scan below skips it), a side table is found among them.
+    :func:`survey` builds each schema's list once: a list per table made discover quadratic, 27 s
+    of Python for 3,050 tables."""
     enq = t.col(ENQUEUED, lambda c: c.is_time)
     if ring := _ring(t, siblings, enq):
         return ring
@@ -717,7 +715,7 @@ def survey(tables: dict[tuple[str, str], Table], dialect: str) -> list[Proposal]
         by_schema.setdefault(schema, []).append(t)
     for k, t in tables.items():
         if k not in found:
-            found[k] = judge(t, tables, by_schema[t.schema])
+            found[k] = judge(t, by_schema[t.schema])
     queues = [f for f in found.values() if f.proposed or f.near_miss]
     # payload, sequence and watermark tables of a hand-rolled queue
     for p in queues:
