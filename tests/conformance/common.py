@@ -69,7 +69,13 @@ class Figure:
 
     @property
     def estimate(self) -> bool:
-        return self.note.startswith("estimate") or "estimate" in self.note.split(":")[0]
+        """The statistics' figure, not a count: its note begins 'estimate'."""
+        return self.note.startswith("estimate")
+
+    @property
+    def bound(self) -> bool:
+        """A lower bound: its note begins 'at least' (the cap's count, with or without statistics)."""
+        return self.note.startswith("at least")
 
 
 def collect(cfg: config.Config, queue: str) -> dict[str, Figure]:
@@ -118,7 +124,9 @@ def verdict(metric: str, want: float | None, got: Figure | None, ages: Iterable[
     A count equals the truth exactly unless its note says it is an estimate, which must be within
     10 %; an estimate where the truth is at most the cap is a mismatch (below the cap queueops
     counts) unless its note says no index serves the values (then the table is never walked for
-    them: issue 29). An age is within ``AGE_SLACK_S``. A metric with a truth and no figure is a mismatch:
+    them: issue 29). A lower bound ('at least ...') must not exceed the truth and must be within
+    10 % below it: 'at least 1,000' for 5,250 waiting jobs is a floor, not the figure. An age is
+    within ``AGE_SLACK_S``. A metric with a truth and no figure is a mismatch:
     a central metric is never silently absent. ``later``: the truth read again after the
     collection; an exact count between the two reads is right (``ok (moved)``): the shapes keep a
     job becoming due every few seconds, and one may cross ``now()`` between the truth and the
@@ -130,6 +138,9 @@ def verdict(metric: str, want: float | None, got: Figure | None, ages: Iterable[
         return "unexpected"
     if metric in set(ages):
         return "ok" if abs(got.value - want) <= AGE_SLACK_S else "wrong"
+    if got.bound:
+        high = max(want, later if later is not None else want)
+        return "ok (at least)" if high * (1 - ESTIMATE_TOLERANCE) <= got.value <= high + 0.5 else "wrong"
     if got.estimate:
         within = abs(got.value - want) <= ESTIMATE_TOLERANCE * max(want, 1.0)
         # Below the cap queueops counts, unless no index serves the values (issue 29): it then

@@ -27,3 +27,14 @@ def test_estimates_ages_and_absences_are_judged_by_their_own_rules() -> None:
     assert verdict("oldest_age_s", 100.0, Figure(140.0)) == "wrong"
     assert verdict("depth", 5.0, None) == "absent"
     assert verdict("depth", None, Figure(5.0)) == "unexpected"
+
+
+def test_a_lower_bound_is_right_only_near_the_truth_and_never_above_it() -> None:
+    """'at least' notes are judged by their own rule, not by the word 'estimate' in some of them:
+    the cap's count of 1,000 for 5,250 waiting jobs is wrong, however honest its label."""
+    for note in ("at least (cap of runnable items read)", "at least (cap reached; the statistics estimate no more)"):
+        assert verdict("depth", 5250.0, Figure(float(CAP), note)) == "wrong", note
+        assert verdict("depth", 1050.0, Figure(1000.0, note)) == "ok (at least)", note
+        assert verdict("depth", 1000.0, Figure(1000.0, note)) == "ok (at least)", note
+        assert verdict("depth", 990.0, Figure(1000.0, note)) == "wrong", note  # a floor above the truth
+    assert Figure(1000.0, "at least (cap reached; the statistics estimate no more)").estimate is False
