@@ -146,9 +146,15 @@ def build_statement(collector: Collector, target: Target, queues: Sequence[Queue
     # A 'prelude' block (a WITH clause) does the catalog and statistics lookups for every queue
     # of the target once; the per-queue blocks read its rows by queue name. Planning those
     # lookups once instead of once per queue is most of a 100-queue cycle's cost.
-    values = {**target_lists([compiled(q, target.dialect) for q in queues]), "cap": COUNT_CAP,
+    return prelude(sqlf, target.dialect, queues) + joined
+
+
+def prelude(sqlf: sqlfiles.SqlFile, dialect: str, queues: Sequence[Queue]) -> sqlfiles.Statement:
+    """A collector's 'prelude' block (a WITH clause whose rows are the queues') for ``queues``:
+    what a statement after it reads, the collector's blocks or a check of its own."""
+    values = {**target_lists([compiled(q, dialect) for q in queues]), "cap": COUNT_CAP,
               "small_pages": SMALL_TABLE_PAGES}
-    return sqlf.render("prelude", {}, values) + joined
+    return sqlf.render("prelude", {}, values)
 
 
 # SQL Server refuses a statement with more than 2,100 parameters (about 100 status queues in one

@@ -168,9 +168,10 @@ WITH queueops_q AS MATERIALIZED (
     -- "NOT flag" for each closed_when_true column and one condition on the status column that
     -- selects exactly the ready values: status = 'v' (one ready value), status < 'v' or <= 'v' on
     -- an enum (the labels before v in its sort order: pg-boss 12's job_i11, WHERE state <
-    -- 'active' AND NOT blocked), or status = ANY (ARRAY['v', ...]). Its reltuples (set by ANALYZE
-    -- from the sample, and by VACUUM), summed over the leaves; a leaf never analyzed counts 0 when
-    -- it has no pages. NULL unless every leaf has one. pg_get_expr opens each leaf (ACCESS SHARE),
+    -- 'active' AND NOT blocked), or status = ANY (ARRAY['v', ...]) (an IN list); integers bare.
+    -- Its reltuples (set by ANALYZE from the sample, and by VACUUM), summed over the leaves; a leaf
+    -- never analyzed counts 0 when it has no pages. NULL unless every leaf has one (config check
+    -- --live then says so, with the index to create). pg_get_expr opens each leaf (ACCESS SHARE),
     -- as the count below reads it anyway.
     LEFT JOIN LATERAL (
         SELECT CASE WHEN count(*) > 0 AND count(*) = count(lx.tuples) THEN sum(lx.tuples) END AS ready_tuples
@@ -187,10 +188,11 @@ WITH queueops_q AS MATERIALIZED (
                                           AS y (p)
                                 CROSS JOIN LATERAL (SELECT btrim(y.p, '()') AS p) AS x
                                 GROUP BY nt.nots) AS pr
-            -- the status condition: column, operator, and its quoted constants ('' inside one is ')
+            -- the status condition: column, operator, and its constants: quoted ('' inside one is ')
+            -- or, for an integer status, bare integers
             CROSS JOIN LATERAL (SELECT m[1] AS col, m[2] AS op,
-                                       ARRAY(SELECT replace(k[1], '''''', '''')
-                                             FROM regexp_matches(m[3], '''((?:[^'']|'''')*)''', 'g') AS k) AS vals
+                                       ARRAY(SELECT coalesce(replace(k[1], '''''', ''''), k[2])
+                                             FROM regexp_matches(m[3], '''((?:[^'']|'''')*)''|(-?[0-9]+)', 'g') AS k) AS vals
                                 FROM regexp_match(pr.rest[1], '^(\S+) (=|<|<=|= ANY) (.*)$') AS m) AS sc
             LEFT JOIN pg_attribute AS a ON a.attrelid = lf.relid AND a.attname = t.status_col
             WHERE i.indrelid = lf.relid AND i.indpred IS NOT NULL AND i.indisvalid
