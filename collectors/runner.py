@@ -324,7 +324,17 @@ def run_collectors(cfg: Config, target: Target, collectors: Sequence[Collector] 
         types: Types = {}
         if queues and any(c.scope == "queue" for c in collectors):
             types = _catalog_types(target, queues, conn, result)
-            result.rows.extend(mapping_errors(target, queues, types, ts, database))
+            errors = mapping_errors(target, queues, types, ts, database)
+            if errors and _types_age(target, queues) > TYPES_RECHECK_S:
+                # Types kept from an earlier cycle judged the mapping wrong: the table may have been
+                # migrated since (a status column made an enum, a table recreated), and no statement
+                # ran to fail and drop them. Read them again before saying so: a stale type reported,
+                # for up to TYPES_TTL_S, a mapping error the table no longer had, and nothing was
+                # collected for the queue.
+                forget_types(target.name)
+                types = _catalog_types(target, queues, conn, result)
+                errors = mapping_errors(target, queues, types, ts, database)
+            result.rows.extend(errors)
             check_plans(target, queues, conn, result)
         for c in collectors:
             result.round_trips += _run_one(c, target, queues, conn, ts, database, result, types)
@@ -479,8 +489,19 @@ def _isolate(c: Collector, target: Target, queues: Sequence[Queue], conn: engine
 # statement reads: the age's skip read, the status reads) is used within that time, not only after
 # a restart. One catalog statement per target per TTL.
 TYPES_TTL_S = 600.0
+# Kept types that find a mapping error are read again once they are this old: a migrated table is
+# judged on its new types within this time, and a mapping that stays wrong costs one catalog
+# statement per TYPES_RECHECK_S, not one per cycle.
+TYPES_RECHECK_S = 30.0
 _TYPES: dict[tuple[str, tuple[Any, ...]], tuple[float, Types]] = {}
 _TYPES_LOCK = threading.Lock()
+
+
+def _types_age(target: Target, queues: Sequence[Queue]) -> float:
+    """Seconds since the kept types of ``queues`` were read (0 when none are kept)."""
+    with _TYPES_LOCK:
+        hit = _TYPES.get(_types_key(target, queues))
+    return 0.0 if hit is None else time.monotonic() - hit[0]
 
 
 def _types_key(target: Target, queues: Sequence[Queue]) -> tuple[str, tuple[Any, ...]]:

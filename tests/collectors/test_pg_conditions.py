@@ -14,8 +14,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from collectors import runner
 from collectors.counters import CounterRates
-from collectors.runner import COUNT_CAP, COUNT_SKIP_ABOVE, forget_types, run_once
+from collectors.runner import COUNT_CAP, COUNT_SKIP_ABOVE, run_once
 from queueops import config as config_mod
 from tests.collectors.conftest import (
     LEASE_TIMEOUT_S,
@@ -78,11 +79,13 @@ STATES = ("created", "retry", "active", "completed", "cancelled")
 
 
 @contextlib.contextmanager
-def _flagged_table(lab, partitions: int = 0, int_status: bool = False):  # noqa: ANN001, ANN202
+def _flagged_table(lab, partitions: int = 0, int_status: bool = False, forget: bool = True):  # noqa: ANN001, ANN202
     """pg-boss's cancelJobs leaves ``blocked`` set on cancelled flow children: 60,000 rows, of
     which 15,000 are cancelled and blocked, 2,000 waiting on a parent (created, blocked) and 3,000
     waiting (created). With ``partitions``, hashed over that many leaves; with ``int_status``, the
-    status is a smallint, each state its position in ``STATES``."""
+    status is a smallint, each state its position in ``STATES``. ``forget``: drop the column types
+    the collectors keep for target 'lab' (a test before may have made the table with the other
+    status type, and kept types are read again only TYPES_RECHECK_S after they were read)."""
     kind = "smallint" if int_status else "lab.flagged_state"
     with lab.connect() as conn:
         conn.execute("DROP TABLE IF EXISTS lab.flagged_q")
@@ -102,9 +105,8 @@ def _flagged_table(lab, partitions: int = 0, int_status: bool = False):  # noqa:
                      "('created', false, 3000)) AS v (s, b, n) CROSS JOIN LATERAL generate_series(1, v.n)",
                      (list(STATES),) if int_status else None)
         conn.execute("ANALYZE lab.flagged_q")
-    # The same target and queue name as the test before, whose table had another status type: the
-    # collectors keep a target's column types for TYPES_TTL_S.
-    forget_types("lab")
+    if forget:
+        runner.forget_types("lab")
     try:
         yield
     finally:
@@ -155,6 +157,25 @@ def test_the_librarys_partial_index_on_the_waiting_rows_gives_depth_above_the_ca
         assert follow.note == ("estimate (partial index of the ready rows: reltuples x the share below max_attempts "
                                "in the cap read)"), follow
         assert abs(plain.value - 3000) <= 300 and abs(follow.value - 3000) <= 300, (plain, follow)
+
+
+def test_a_status_column_migrated_to_another_type_is_read_again_not_reported_wrong(lab, monkeypatch) -> None:  # noqa: ANN001
+    """The collectors keep a target's column types for ten minutes. A table recreated with its
+    status an integer where it was an enum (same target, queue and table names) read
+    'ready_values ... not a label of the enum' from the kept types, and nothing was collected for
+    it, until they expired. Kept types that find a mapping error are read again once they are
+    TYPES_RECHECK_S old (30 s; a mapping that stays wrong costs one catalog read per that time)."""
+    with _flagged_table(lab):
+        assert collect(one_queue(lab, {"name": "f", **FLAGGED_QUEUE}), "depth").row("f", "depth").value == COUNT_CAP
+    queue = {**FLAGGED_QUEUE, "name": "f", "ready_values": [0, 1], "processing_values": [2], "done_values": [3, 4]}
+    with _flagged_table(lab, int_status=True, forget=False):
+        cfg = one_queue(lab, queue)
+        c = collect(cfg, "depth")  # the kept types are seconds old: not read again yet
+        assert [r.note for r in c.rows if r.metric == "queue_error"], c.rows
+        monkeypatch.setattr(runner, "TYPES_RECHECK_S", 0.0)  # as if they were older than that
+        c = collect(cfg, "depth")
+        assert not [r.note for r in c.rows if r.metric == "queue_error"], c.rows
+        assert c.row("f", "depth").value == COUNT_CAP
 
 
 def test_the_live_check_says_when_no_partial_index_holds_the_waiting_rows_and_its_index_is_found(lab) -> None:  # noqa: ANN001
