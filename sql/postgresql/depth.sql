@@ -12,6 +12,8 @@
 -- an estimate from the planner's statistics and the note says which:
 --   'estimate (pg_class.reltuples)'      rows in the table
 --   'estimate (pg_stats MCV)'            reltuples x the share of the status values
+--   'estimate (partial index of the ready rows: reltuples)'  closed_when_true: the library's index
+--                                        on exactly the waiting rows (prelude, lateral ri)
 --   'estimate (pg_stats null_frac)'      reltuples x the share of NULL leases
 --   'estimate (pg_stats histogram)'      due: rows x the share due (most common values and histogram)
 --   'estimate (open rows: ...)'          due with open_when_null: see block due
