@@ -92,12 +92,12 @@ def target_lists(queues: Sequence[mapping.CompiledQueue]) -> dict[str, list[str]
                        else "" for c in queues],
         # closed_when_true's columns, one a line: depth's estimates leave their share out (pg-boss 12).
         "closed_names": ["\n".join(c.queue.closed_when_true) for c in queues],
-        # With closed_when_true (and the whole table the queue's: no partition, no expiry), the
-        # ready values, one a line, that the library's partial index on the waiting rows must
-        # select for depth's estimate to read its reltuples ('' otherwise).
-        "ready_texts": ["\n".join(c.values["ready_values_text"])
-                        if c.queue.closed_when_true and c.queue.partition is None and not c.queue.expires_column
-                        and c.queue.kind == "status" else "" for c in queues],
+        # closed_when_true: the library's partial index on exactly the waiting rows, as the
+        # catalog types found it (mapping.CompiledQueue.ready_index): its copies, one a line, whose
+        # reltuples depth sums above the cap, and the predicate that finds it on a partition made
+        # since ('' without one, or when the types were not read).
+        "ready_indexes": ["\n".join(c.ready_index.copies) if c.ready_index else "" for c in queues],
+        "ready_predicates": [c.ready_index.predicate if c.ready_index else "" for c in queues],
         # A lease queue's free items, for the share depth estimates above the cap: its ready_flag
         # ('' without one), and whether a free item's lease is NULL ('null'; '' for a lock-until
         # lease, "past", whose expired locks no statistic tells apart from held ones).
@@ -146,15 +146,9 @@ def build_statement(collector: Collector, target: Target, queues: Sequence[Queue
     # A 'prelude' block (a WITH clause) does the catalog and statistics lookups for every queue
     # of the target once; the per-queue blocks read its rows by queue name. Planning those
     # lookups once instead of once per queue is most of a 100-queue cycle's cost.
-    return prelude(sqlf, target.dialect, queues) + joined
-
-
-def prelude(sqlf: sqlfiles.SqlFile, dialect: str, queues: Sequence[Queue]) -> sqlfiles.Statement:
-    """A collector's 'prelude' block (a WITH clause whose rows are the queues') for ``queues``:
-    what a statement after it reads, the collector's blocks or a check of its own."""
-    values = {**target_lists([compiled(q, dialect) for q in queues]), "cap": COUNT_CAP,
+    values = {**target_lists([compiled(q, target.dialect, types) for q in queues]), "cap": COUNT_CAP,
               "small_pages": SMALL_TABLE_PAGES}
-    return sqlf.render("prelude", {}, values)
+    return sqlf.render("prelude", {}, values) + joined
 
 
 # SQL Server refuses a statement with more than 2,100 parameters (about 100 status queues in one

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from xml.sax.saxutils import quoteattr
 
 from queueops import engine, sqlfiles
@@ -43,6 +43,19 @@ TIME_FIELD_METRICS = {
 _FOLLOW_DROPS = ("runnable_at", "error_at")
 TIMESTAMP_TYPES = "timestamptz, timestamp, datetime, datetime2, datetimeoffset"
 STATUS_VALUE_FIELDS = ("ready_values", "processing_values", "done_values")
+
+
+class FlaggedPartial(NamedTuple):
+    """A partial btree index on status values that also requires boolean flags false (PostgreSQL):
+    pg-boss 12's ``job_i11 ... WHERE state < 'active' AND NOT blocked``, on every partition. It
+    holds only the unflagged part of its values' rows, so no count or age reads through it; its
+    reltuples is the joint figure of status and flags pg_stats lacks (depth above the cap)."""
+
+    name: str
+    values: tuple[str, ...]
+    flags: tuple[str, ...]  # the boolean columns its predicate requires false
+    copies: tuple[str, ...]  # each leaf's copy (regclass text: schema-qualified where not visible)
+    predicate: str  # one copy's pg_get_expr text (a partition made since is matched on it)
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,8 @@ class ColumnType:
     index_keys: tuple[tuple[tuple[str, bool], ...], ...] = ()
     # NOT NULL (PostgreSQL; False when not read): oldest_age_s's runnable reads (_runnable_reads).
     notnull: bool = False
+    # The partial indexes whose predicate also requires boolean flags false (PostgreSQL).
+    flagged_partials: tuple[FlaggedPartial, ...] = ()
 
     def cast_fragment(self, dialect: str) -> str:
         """The column's type as a quoted SQL type name (PostgreSQL), for ``ARRAY[...]::{type}[]``."""
@@ -204,9 +219,12 @@ def _read_pairs(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], diale
             r["category"], tuple(labels), r.get("relkind") or "r", bool(r.get("leads_index")),
             tuple(str(c) for c in r.get("then_columns") or ()),
             tuple((str(p["name"]), tuple(str(v) for v in p["values"]), str(p["order"]))
-                  for p in r.get("partials") or () if p.get("order")),
+                  for p in r.get("partials") or () if p.get("order") and not p.get("flags")),
             tuple(tuple((str(k["name"]), bool(k["notnull"])) for k in cols) for cols in r.get("index_keys") or ()),
-            bool(r.get("notnull")))
+            bool(r.get("notnull")),
+            tuple(FlaggedPartial(str(p["name"]), tuple(str(v) for v in p["values"]), tuple(p["flags"]),
+                                 tuple(p.get("copies") or ()), str(p.get("predicate") or ""))
+                  for p in r.get("partials") or () if p.get("flags")))
     return out
 
 
@@ -459,6 +477,19 @@ def exact_partial(status: ColumnType | None, values: Sequence[Any]) -> str | Non
         return None
     wanted = {str(v) for v in coerce_values(values, status)}
     return next((name for name, vals, _ in status.partials if set(vals) == wanted), None)
+
+
+def ready_index(q: Queue, status: ColumnType | None) -> FlaggedPartial | None:
+    """A closed_when_true status queue's partial index on exactly its waiting rows: its ready
+    values, every flag false (pg-boss 12's job_i11), on every partition; None without one, or when
+    more than the mapping decides a row's queue (a partition column, an expiry): its reltuples would
+    count other queues' rows too."""
+    if (status is None or q.kind != "status" or not q.closed_when_true or q.partition is not None
+            or q.expires_column):
+        return None
+    wanted = {str(v) for v in coerce_values(list(q.ready_values), status)}
+    flags = set(q.closed_when_true)
+    return next((p for p in status.flagged_partials if set(p.values) == wanted and set(p.flags) == flags), None)
 
 
 def _constant(value: int | str, cast: str, status: ColumnType | None) -> str:

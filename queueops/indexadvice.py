@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from queueops.config import Queue
-from queueops.fragments import table_of
+from queueops.fragments import literal, table_of
 from queueops.identifiers import quote_ident
 
 
@@ -38,6 +38,11 @@ class Need:
     # Columns the statement compares with a value (status IN (...), due <= now): never NULL in the
     # rows it reads, so an index filtered WHERE column IS NOT NULL holds them all.
     compared: tuple[str, ...] = ()
+    # A column and the values the index holds the rows of (``status IN (...)``) and boolean columns
+    # it holds only the false rows of (``NOT blocked``): a closed_when_true queue's index on exactly
+    # its waiting rows, whose reltuples is depth's figure above the cap (``ready_rows``).
+    values_in: tuple[str, tuple[int | str, ...]] | None = None
+    false_columns: tuple[str, ...] = ()
 
     def conditions(self) -> list[tuple[str, bool]]:
         """``(column, is_null)`` of every condition of the index's filter, in order."""
@@ -126,6 +131,14 @@ def _needed(collector: str, q: Queue) -> Need | None:
     return None
 
 
+def ready_rows(q: Queue) -> Need:
+    """A closed_when_true status queue's index on exactly its waiting rows (pg-boss 12's job_i11):
+    its ready values, every flag false, keyed by the queue's key. Depth above the cap reads its
+    reltuples, the joint figure of status and flags that pg_stats lacks."""
+    return Need((q.key,), values_in=(q.status_column or "", tuple(q.ready_values)),
+                false_columns=tuple(q.closed_when_true))
+
+
 def _norm(text: str | None) -> str:
     """A filter predicate without brackets, quotes, parentheses, case or spacing differences."""
     return re.sub(r'[\[\]"()\s]', "", (text or "")).lower()
@@ -210,9 +223,13 @@ def create_index(q: Queue, need: Need, dialect: str, online: bool | None = None,
     needs such an edition. The partition column (if any) leads the key, then the needed columns."""
     table = table_of(q, dialect)
     cols = ", ".join(quote_ident(c, dialect) for c in (*need.eq_columns, *need.columns))
-    where = " AND ".join(f"{quote_ident(c, dialect)} IS {'NULL' if null else 'NOT NULL'}"
-                         for c, null in need.conditions())
-    where = f" WHERE {where}" if where else ""
+    conds = [f"{quote_ident(c, dialect)} IS {'NULL' if null else 'NOT NULL'}" for c, null in need.conditions()]
+    if need.values_in is not None:
+        col, values = need.values_in
+        conds.insert(0, f"{quote_ident(col, dialect)} IN ({', '.join(literal(v, dialect) for v in values)})")
+    conds += [f"NOT {quote_ident(c, dialect)}" if dialect == "postgresql" else f"{quote_ident(c, dialect)} = 0"
+              for c in need.false_columns]
+    where = f" WHERE {' AND '.join(conds)}" if conds else ""
     if dialect == "postgresql" and partitioned:
         return (f"CREATE INDEX ON {table} ({cols}){where}  -- a partitioned table: CONCURRENTLY cannot run on "
                 "its parent; this builds the index on every partition, blocking writes to each while it "

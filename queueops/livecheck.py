@@ -42,8 +42,6 @@ from queueops import (
 )
 from queueops.config import Config, Queue, Target
 from queueops.finding import Finding
-from queueops.fragments import literal, table_of
-from queueops.identifiers import quote_ident
 
 # The frequent (fast) statements that read the queue table itself.
 SEEK_CHECKED = ("depth", "oldest_age_s", "stuck_leases", "watermark_drift")
@@ -398,35 +396,26 @@ def _pg_stuck_served(conn: engine.Connection, q: Queue) -> list[Finding]:
                     "oldest_lease_age_s have no value", fix)]
 
 
-def _pg_ready_index(conn: engine.Connection, q: Queue,
-                    types: dict[tuple[str, str], coltypes.ColumnType]) -> list[Finding]:
+def _pg_ready_index(q: Queue, types: dict[tuple[str, str], coltypes.ColumnType]) -> list[Finding]:
     """closed_when_true: above the cap, depth's estimate of the waiting rows is the library's
-    partial index on exactly them (pg-boss 12's job_i11), found by depth's own prelude on every
-    partition. Without one it takes every flagged row off the ready share, too low by the flagged
-    rows in other statuses (pg-boss's cancelled flow children): say so, with the index to create."""
+    partial index on exactly them (pg-boss 12's job_i11), as the catalog types find it on every
+    partition (mapping.CompiledQueue.ready_index). Without one it takes every flagged row off the
+    ready share, too low by the flagged rows in other statuses (pg-boss's cancelled flow
+    children): say so, with the index to create."""
     if (q.kind != "status" or not q.closed_when_true or q.partition is not None or q.expires_column
             or not q.status_column):
         return []
     from collectors import runner
 
-    check = runner.prelude(sqlfiles.load("postgresql", "depth"), "postgresql", [q]) + sqlfiles.Statement(
-        "SELECT ready_tuples FROM queueops_q")
-    rows = conn.execute(check)
-    if rows and rows[0]["ready_tuples"] is not None:
+    c = runner.compiled(q, "postgresql", types)
+    if c.status is None or c.ready_index is not None:
         return []
-    table = coltypes.qualified(q.schema_, q.table, "postgresql")
-    relkind = next((t.relkind for (tbl, _), t in types.items() if tbl == table), "r")
-    flags = " AND ".join(f"NOT {quote_ident(c, 'postgresql')}" for c in q.closed_when_true)
-    ready = ", ".join(literal(v, "postgresql") for v in q.ready_values)
-    where = f"{quote_ident(q.status_column, 'postgresql')} IN ({ready}) AND {flags}"
-    key = quote_ident(q.key, "postgresql")
-    fix = (f"CREATE INDEX ON {table_of(q, 'postgresql')} ({key}) WHERE {where}  -- a partitioned table: this "
-           "builds it on every partition, blocking writes to each while it builds" if relkind == "p"
-           else f"CREATE INDEX CONCURRENTLY ON {table_of(q, 'postgresql')} ({key}) WHERE {where}")
     return [Finding("warning", q.name, "closed_when_true", ", ".join(q.closed_when_true),
                     "no partial index on exactly the waiting rows (the ready values, no flag set) on every "
-                    "partition, or not analyzed yet: above the cap depth's estimate takes every flagged row "
-                    "off the ready share, too low by the flagged rows in other statuses", fix)]
+                    "partition: above the cap depth's estimate takes every flagged row off the ready share, "
+                    "too low by the flagged rows in other statuses",
+                    indexadvice.create_index(q, indexadvice.ready_rows(q), "postgresql",
+                                             partitioned=c.status.relkind == "p"))]
 
 
 def _pg_age_lower_bound(q: Queue, types: dict[tuple[str, str], coltypes.ColumnType]) -> list[Finding]:
@@ -625,7 +614,7 @@ def _check_queue(conn: engine.Connection, target: Target, q: Queue, types: mappi
         out += seeks
         if target.dialect == "postgresql":
             out += _pg_stuck_served(conn, q)
-            out += _pg_ready_index(conn, q, types)
+            out += _pg_ready_index(q, types)
             if not any(f.field == "oldest_age_s" for f in seeks):
                 out += _pg_age_lower_bound(q, types)
     return out

@@ -88,6 +88,9 @@ class CompiledQueue:
     age_partials: tuple[str, ...] = ()
     # The runnable column's catalog type (None: unknown or not mapped): its NULL range's read.
     runnable: coltypes.ColumnType | None = None
+    # closed_when_true: the library's partial index on exactly the waiting rows (pg-boss 12's
+    # job_i11), whose reltuples is depth's figure above the cap (coltypes.ready_index).
+    ready_index: coltypes.FlaggedPartial | None = None
 
     @property
     def table(self) -> str:
@@ -126,7 +129,7 @@ def compile_queue(queue: Queue, dialect: str, types: Types | None = None, limits
                          MappingProxyType(_fragments(queue, dialect, names, status, problems, limits, runnable)),
                          MappingProxyType(_values(queue, dialect, names, status, limits)),
                          tuple(coltypes.oldest_reads_partial(queue, status)) if dialect == "postgresql" else (),
-                         runnable)
+                         runnable, coltypes.ready_index(queue, status) if dialect == "postgresql" else None)
 
 
 def block_chain(queue: Queue, has_block: Callable[[str], bool]) -> tuple[str, ...]:

@@ -15,7 +15,8 @@
 --   then_columns            the second key column of each index that leads_index counts
 --   index_keys              each such index's later key columns (all plain and ascending):
 --                           [[{name, notnull}, ...], ...]
---   partials                the partial btree indexes on status values: [{name, values, order}]
+--   partials                the partial btree indexes on status values:
+--                           [{name, values, order, flags, copies, predicate}]
 --   notnull                 the column is NOT NULL (oldest_age_s reads no NULL range of a runnable
 --                           column that cannot hold one, and orders the one that can)
 SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_schema, ty.typname AS type_name,
@@ -68,9 +69,18 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
        -- those values reads that index in its order and stops at the cap.
        -- A partitioned table (pg-boss's job): such an index on every partition (pg-boss creates
        -- its indexes on each queue's partition, none on the parent).
-       (SELECT json_agg(json_build_object('name', g.name, 'values', g.vals, 'order', g.ord) ORDER BY g.name)
-        FROM (SELECT min(p.name) AS name, p.vals, p.ord FROM (
-              SELECT i.indrelid, ic.relname::text AS name,
+       -- Beside the status condition the predicate may hold "NOT flag" conjuncts on boolean columns
+       -- (pg-boss 12's job_i11, WHERE state < 'active' AND NOT blocked: exactly the waiting rows
+       -- of a closed_when_true queue, whose reltuples is depth's estimate above the cap): flags
+       -- lists those columns. Such an index holds only part of its values' rows, so the counts and
+       -- the age never read through it (coltypes keeps it apart). copies: each leaf's copy of it
+       -- (regclass text; pg-boss names each after its partition), predicate: one copy's
+       -- pg_get_expr text, which depth's prelude finds a partition made since on by equality.
+       (SELECT json_agg(json_build_object('name', g.name, 'values', g.vals, 'order', g.ord, 'flags', g.flags,
+                                          'copies', g.copies, 'predicate', g.pred) ORDER BY g.name)
+        FROM (SELECT min(p.name) AS name, p.vals, p.ord, p.flags, array_agg(p.copy ORDER BY p.copy) AS copies,
+                     min(p.pred) AS pred FROM (
+              SELECT i.indrelid, ic.relname::text AS name, i.indexrelid::regclass::text AS copy, pr.pred, cj.flags,
                      -- col < ? (<=, >, >=, <>) on an enum: the labels on that side of it in the
                      -- enum's order (pg-boss's job_i5 WHERE state < 'active': created, retry).
                      CASE WHEN f.op IN ('=', '=ANY') THEN f.vals
@@ -100,8 +110,22 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
               JOIN pg_class AS ic ON ic.oid = i.indexrelid
               JOIN pg_am AS am ON am.oid = ic.relam AND am.amname = 'btree'
               CROSS JOIN LATERAL (SELECT pg_get_expr(i.indpred, i.indrelid) AS pred) AS pr
+              -- The predicate's conjuncts, split on ' AND ' with every constant (and its cast)
+              -- masked first (a quoted ' AND ' is no conjunction), parentheses trimmed: "NOT col" of a boolean
+              -- column of the table is a flag; exactly one other conjunct is the status condition.
               CROSS JOIN LATERAL (
-                  SELECT regexp_replace(regexp_replace(regexp_replace(pr.pred,
+                  SELECT coalesce(array_agg(fa.attname::text ORDER BY fa.attname) FILTER (WHERE fa.attname IS NOT NULL),
+                                  '{}') AS flags,
+                         array_agg(x.p) FILTER (WHERE fa.attname IS NULL) AS rest
+                  FROM regexp_split_to_table(
+                           regexp_replace(pr.pred, '''(?:[^'']|'''')*''(::[a-zA-Z_][a-zA-Z0-9_ ."]*)?', '?', 'g'),
+                           ' AND ') AS y (p)
+                  CROSS JOIN LATERAL (SELECT btrim(y.p, '() ') AS p) AS x
+                  LEFT JOIN pg_attribute AS fa ON fa.attrelid = i.indrelid AND fa.attnum > 0 AND NOT fa.attisdropped
+                       AND fa.atttypid = 'bool'::regtype AND x.p = 'NOT ' || quote_ident(fa.attname)
+              ) AS cj
+              CROSS JOIN LATERAL (
+                  SELECT regexp_replace(regexp_replace(regexp_replace(CASE WHEN cardinality(cj.rest) = 1 THEN cj.rest[1] END,
                              '''(?:[^'']|'''')*''(::[a-zA-Z_][a-zA-Z0-9_ ."]*)?', '?', 'g'),
                              '\m\d+\M', '?', 'g'), '[\s()]|::text\[\]', '', 'g') AS shape,
                          regexp_replace(quote_ident(a.attname), '[\s()]', '', 'g')
@@ -120,7 +144,7 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
                 AND NOT EXISTS (SELECT 1 FROM generate_series(0, i.indnkeyatts - 1) AS z (n) WHERE i.indkey[z.n] = 0)
                 AND left(f.shape, length(f.head)) = f.head
                 AND (f.op IN ('=', '=ANY') OR (ty.typtype = 'e' AND cardinality(f.vals) = 1))) AS p
-              GROUP BY p.vals, p.ord
+              GROUP BY p.vals, p.ord, p.flags
               HAVING count(DISTINCT p.indrelid) = cardinality({{tree.leaves(c.oid)}})) AS g) AS partials
 FROM unnest(ARRAY[:tables]::text[], ARRAY[:columns]::text[]) AS t (qualified, col)
 JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)

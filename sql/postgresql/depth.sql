@@ -59,7 +59,7 @@ WITH queueops_q AS MATERIALIZED (
            coalesce(ps.closed_share, 0) AS closed_share,
            -- closed_when_true: the rows in a ready status with no flag set, as the library's
            -- partial index on exactly them counts them (pg-boss 12's job_i11 on every partition);
-           -- NULL without such an index on every leaf. See lateral ri.
+           -- NULL without such an index on every leaf (the catalog types find it). See lateral ri.
            ri.ready_tuples,
            -- A lease queue's free share (lease_follow_runnable's estimate above the cap): the
            -- lease's null_frac, and with a ready_flag the smaller of that and the flag's true share
@@ -72,9 +72,9 @@ WITH queueops_q AS MATERIALIZED (
                 ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
                 ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[],
                 ARRAY[:open_names]::text[], ARRAY[:closed_names]::text[], ARRAY[:flag_names]::text[],
-                ARRAY[:lease_free]::text[], ARRAY[:ready_texts]::text[])
+                ARRAY[:lease_free]::text[], ARRAY[:ready_indexes]::text[], ARRAY[:ready_predicates]::text[])
          AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols, closed_cols,
-               flag_col, lease_free, ready_vals)
+               flag_col, lease_free, ready_indexes, ready_pred)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
     LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages, sum(pg_stat_get_live_tuples(pc.oid)) AS n_live_tup,
                               sum(pc.reltuples) FILTER (WHERE pc.reltuples >= 0) AS tuples,
@@ -165,51 +165,30 @@ WITH queueops_q AS MATERIALIZED (
     -- blocks took the flagged share off the ready share as if every flagged row were waiting; but
     -- pg-boss's cancelJobs leaves blocked set on a cancelled flow child, and 50,000 of them on a
     -- 200,000-row table read depth 1,000 'at least' for 5,000 waiting jobs. The joint figure is in
-    -- the library's partial index on exactly the waiting rows: on each leaf, a valid partial index
-    -- whose predicate's conjuncts (as pg_get_expr prints them, parentheses trimmed) are
-    -- "NOT flag" for each closed_when_true column and one condition on the status column that
-    -- selects exactly the ready values: status = 'v' (one ready value), status < 'v' or <= 'v' on
-    -- an enum (the labels before v in its sort order: pg-boss 12's job_i11, WHERE state <
-    -- 'active' AND NOT blocked), or status = ANY (ARRAY['v', ...]) (an IN list); integers bare.
-    -- Its reltuples (set by ANALYZE from the sample, and by VACUUM), summed over the leaves; a leaf
-    -- never analyzed counts 0 when it has no pages. NULL unless every leaf has one (config check
-    -- --live then says so, with the index to create). pg_get_expr opens each leaf (ACCESS SHARE),
-    -- as the count below reads it anyway.
+    -- the library's partial index on exactly the waiting rows (pg-boss 12's job_i11, WHERE state <
+    -- 'active' AND NOT blocked, on every partition), which the catalog types found (catalog_types'
+    -- partials with flags; mapping.CompiledQueue.ready_index): its copies (t.ready_indexes), and on
+    -- a leaf made since, an index with the same predicate text (t.ready_pred; pg_get_expr only
+    -- there). Its reltuples (set by ANALYZE from the sample, and by VACUUM), summed over the
+    -- leaves; a leaf never analyzed counts 0 when it has no pages. NULL unless every leaf has one
+    -- (config check --live then says so, with the index to create).
     LEFT JOIN LATERAL (
         SELECT CASE WHEN count(*) > 0 AND count(*) = count(lx.tuples) THEN sum(lx.tuples) END AS ready_tuples
-        FROM unnest(CASE WHEN t.ready_vals <> '' THEN {{tree.leaves(c.oid)}} END) AS lf (relid)
+        FROM (SELECT ARRAY(SELECT to_regclass(x.n) FROM unnest(string_to_array(t.ready_indexes, E'\n')) AS x (n))
+                     AS oids) AS k
+        CROSS JOIN unnest(CASE WHEN t.ready_indexes <> '' THEN {{tree.leaves(c.oid)}} END) AS lf (relid)
         JOIN pg_class AS lc ON lc.oid = lf.relid
-        LEFT JOIN LATERAL (
-            SELECT max(CASE WHEN ic.reltuples >= 0 THEN ic.reltuples WHEN lc.relpages = 0 THEN 0 END) AS tuples
-            FROM pg_index AS i JOIN pg_class AS ic ON ic.oid = i.indexrelid
-            CROSS JOIN LATERAL (SELECT array_agg(x.p) FILTER (WHERE x.p <> ALL (nt.nots)) AS rest,
-                                       count(DISTINCT x.p) FILTER (WHERE x.p = ANY (nt.nots)) AS flags
-                                FROM (SELECT ARRAY(SELECT 'NOT ' || quote_ident(f.n)
-                                                   FROM unnest(string_to_array(t.closed_cols, E'\n')) AS f (n)) AS nots) AS nt
-                                CROSS JOIN LATERAL regexp_split_to_table(pg_get_expr(i.indpred, i.indrelid), ' AND ')
-                                          AS y (p)
-                                CROSS JOIN LATERAL (SELECT btrim(y.p, '()') AS p) AS x
-                                GROUP BY nt.nots) AS pr
-            -- the status condition: column, operator, and its constants: quoted ('' inside one is ')
-            -- or, for an integer status, bare integers
-            CROSS JOIN LATERAL (SELECT m[1] AS col, m[2] AS op,
-                                       ARRAY(SELECT coalesce(replace(k[1], '''''', ''''), k[2])
-                                             FROM regexp_matches(m[3], '''((?:[^'']|'''')*)''|(-?[0-9]+)', 'g') AS k) AS vals
-                                FROM regexp_match(pr.rest[1], '^(\S+) (=|<|<=|= ANY) (.*)$') AS m) AS sc
-            LEFT JOIN pg_attribute AS a ON a.attrelid = lf.relid AND a.attname = t.status_col
-            WHERE i.indrelid = lf.relid AND i.indpred IS NOT NULL AND i.indisvalid
-              AND pr.flags = cardinality(string_to_array(t.closed_cols, E'\n')) AND cardinality(pr.rest) = 1
-              AND sc.col = quote_ident(t.status_col) AND cardinality(sc.vals) >= 1
-              AND (SELECT array_agg(r.v ORDER BY r.v COLLATE "C") FROM unnest(string_to_array(t.ready_vals, E'\n')) AS r (v))
-                  = CASE WHEN sc.op IN ('=', '= ANY') THEN
-                              (SELECT array_agg(v.v ORDER BY v.v COLLATE "C") FROM (SELECT DISTINCT u.v FROM unnest(sc.vals) AS u (v)) AS v)
-                         WHEN cardinality(sc.vals) = 1 THEN
-                              (SELECT array_agg(e.enumlabel::text ORDER BY e.enumlabel::text COLLATE "C")
-                               FROM pg_enum AS e
-                               JOIN pg_enum AS b ON b.enumtypid = e.enumtypid AND b.enumlabel = sc.vals[1]
-                               WHERE e.enumtypid = a.atttypid
-                                 AND CASE sc.op WHEN '<' THEN e.enumsortorder < b.enumsortorder
-                                                ELSE e.enumsortorder <= b.enumsortorder END) END) AS lx ON true
+        CROSS JOIN LATERAL (
+            SELECT coalesce(
+                (SELECT max(CASE WHEN ic.reltuples >= 0 THEN ic.reltuples WHEN lc.relpages = 0 THEN 0 END)
+                 FROM pg_index AS i JOIN pg_class AS ic ON ic.oid = i.indexrelid
+                 WHERE i.indrelid = lf.relid AND i.indisvalid
+                   AND i.indexrelid = ANY (k.oids)),
+                (SELECT max(CASE WHEN ic.reltuples >= 0 THEN ic.reltuples WHEN lc.relpages = 0 THEN 0 END)
+                 FROM pg_index AS i JOIN pg_class AS ic ON ic.oid = i.indexrelid
+                 WHERE i.indrelid = lf.relid AND i.indisvalid AND i.indpred IS NOT NULL
+                   AND pg_get_expr(i.indpred, i.indrelid) = t.ready_pred)) AS tuples
+        ) AS lx
     ) AS ri ON true
 )
 -- @block delete

@@ -17,6 +17,7 @@ from psycopg import sql
 from collectors import runner
 from collectors.counters import CounterRates
 from collectors.runner import COUNT_CAP, COUNT_SKIP_ABOVE, run_once
+from queueops import coltypes, engine
 from queueops import config as config_mod
 from tests.collectors.conftest import (
     LEASE_TIMEOUT_S,
@@ -116,7 +117,10 @@ def _flagged_table(lab, partitions: int = 0, int_status: bool = False, forget: b
 
 
 def _flagged_depths(lab) -> tuple[object, object]:  # noqa: ANN001
-    """Depth of the flagged table mapped as a plain status queue and as one with max_attempts."""
+    """Depth of the flagged table mapped as a plain status queue and as one with max_attempts, with
+    the column types read afresh (the collectors keep them TYPES_TTL_S: an index made since is
+    read once they are read again)."""
+    runner.forget_types("lab")
     cfg = one_queue(lab, {"name": "f", **FLAGGED_QUEUE})
     follow = one_queue(lab, {"name": "f", **FLAGGED_FOLLOW})
     return collect(cfg, "depth").row("f", "depth"), collect(follow, "depth").row("f", "depth")
@@ -157,6 +161,17 @@ def test_the_librarys_partial_index_on_the_waiting_rows_gives_depth_above_the_ca
         assert follow.note == ("estimate (partial index of the ready rows: reltuples x the share below max_attempts "
                                "in the cap read)"), follow
         assert abs(plain.value - 3000) <= 300 and abs(follow.value - 3000) <= 300, (plain, follow)
+        # The catalog types keep it apart from the indexes a count reads through: it holds only
+        # the unflagged part of its statuses' rows.
+        cfg = one_queue(lab, {"name": "f", **FLAGGED_QUEUE})
+        with engine.connection(cfg.targets[0], "collect", cfg.base_dir) as conn:
+            status = coltypes.type_of(cfg.queues[0], "status_column", coltypes.read_types(conn, cfg.queues),
+                                      "postgresql")
+        assert status is not None
+        assert [(p.name, sorted(p.values), p.flags) for p in status.flagged_partials] == [
+            ("flagged_other", ["active", "created", "retry"], ("blocked",)),
+            ("flagged_waiting", ["created", "retry"], ("blocked",))], status.flagged_partials
+        assert not [p for p in status.partials if p[0] in ("flagged_waiting", "flagged_other")], status.partials
 
 
 def test_a_status_column_migrated_to_another_type_is_read_again_not_reported_wrong(lab, monkeypatch) -> None:  # noqa: ANN001
@@ -197,6 +212,7 @@ def test_the_live_check_says_when_no_partial_index_holds_the_waiting_rows_and_it
             conn.execute(found[0].fix)
             conn.execute("ANALYZE lab.flagged_q")
         assert not [f for f in livecheck.report_live(cfg).findings if f.field == "closed_when_true"]
+        runner.forget_types("lab")
         depth = collect(cfg, "depth").row("f", "depth")
         assert depth.note == "estimate (partial index of the ready rows: reltuples)", depth
         assert abs(depth.value - 3000) <= 300, depth
@@ -219,6 +235,32 @@ def test_on_a_partitioned_table_every_leaf_must_have_the_partial_index(lab) -> N
         plain, _ = _flagged_depths(lab)
         assert plain.note == "estimate (partial index of the ready rows: reltuples)", plain
         assert abs(plain.value - 3000) <= 300, plain
+
+
+def test_a_leafs_copy_made_after_the_types_were_read_is_found_by_its_predicate(lab) -> None:  # noqa: ANN001
+    """The catalog types name each leaf's copy of the index; a copy made since (pg-boss builds its
+    indexes on each new queue's partition) is not among them until the types are read again. Depth
+    finds it on that leaf by the predicate text the other copies print, and still reads the index."""
+    with _flagged_table(lab, partitions=3):
+        with lab.connect() as conn:
+            conn.execute("CREATE INDEX ON lab.flagged_q_0 (id) WHERE state < 'active' AND NOT blocked")
+            conn.execute("CREATE INDEX ON lab.flagged_q_1 (id) WHERE state < 'active' AND NOT blocked")
+            conn.execute("CREATE INDEX flagged_q_2_old ON lab.flagged_q_2 (id) WHERE state < 'active' AND NOT blocked")
+            conn.execute("ANALYZE lab.flagged_q_0, lab.flagged_q_1, lab.flagged_q_2")
+        cfg = one_queue(lab, {"name": "f", **FLAGGED_QUEUE})
+        runner.forget_types("lab")
+        assert collect(cfg, "depth").row("f", "depth").note.startswith("estimate (partial index")
+        with lab.connect() as conn:  # the types kept name flagged_q_2_old; another copy replaces it
+            conn.execute("DROP INDEX lab.flagged_q_2_old")
+            conn.execute("CREATE INDEX flagged_q_2_new ON lab.flagged_q_2 (id) WHERE state < 'active' AND NOT blocked")
+            conn.execute("ANALYZE lab.flagged_q_2")
+        depth = collect(cfg, "depth").row("f", "depth")
+        assert depth.note == "estimate (partial index of the ready rows: reltuples)", depth
+        assert abs(depth.value - 3000) <= 300, depth
+        with lab.connect() as conn:  # and a copy with another predicate on that leaf is no copy
+            conn.execute("DROP INDEX lab.flagged_q_2_new")
+            conn.execute("CREATE INDEX ON lab.flagged_q_2 (id) WHERE state < 'completed' AND NOT blocked")
+        assert collect(cfg, "depth").row("f", "depth").note.startswith("at least")
 
 
 def test_a_total_far_above_the_cap_is_not_counted_and_the_ready_counts_still_are(cfg, clean_lab) -> None:  # noqa: ANN001

@@ -196,3 +196,17 @@ def test_a_preset_naming_an_unknown_metric_unavailable_is_refused() -> None:
     raw["unavailable"] = {"done": "finished jobs are deleted"}  # the metric is count_done
     with pytest.raises(ValueError, match="names 'done', not a metric of sql/metrics.toml"):
         presets.Preset.model_validate(raw)
+
+
+def test_the_advice_for_a_closed_when_true_queue_is_an_index_on_exactly_its_waiting_rows() -> None:
+    """pg-boss 12's job_i11 holds the waiting rows (the ready values, blocked false); a table
+    without such an index is advised one, with the ready values as literals (quotes doubled), each
+    flag negated, and on a partitioned table the plain CREATE INDEX and what it locks."""
+    q = _cfg("postgresql", {**_queue("pgboss12"), "ready_values": ["created", "re'try"]}).queues[0]
+    need = indexadvice.ready_rows(q)
+    assert indexadvice.create_index(q, need, "postgresql") == (
+        'CREATE INDEX CONCURRENTLY ON "pgboss"."job" ("id") WHERE "state" IN (\'created\', \'re\'\'try\') '
+        'AND NOT "blocked"')
+    partitioned = indexadvice.create_index(q, need, "postgresql", partitioned=True)
+    assert partitioned.startswith('CREATE INDEX ON "pgboss"."job" ("id") WHERE "state" IN (\'created\', '
+                                  '\'re\'\'try\') AND NOT "blocked"  -- a partitioned table: CONCURRENTLY cannot run')
