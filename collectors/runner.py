@@ -12,6 +12,7 @@ next collector runs on the same connection at once.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -92,6 +93,11 @@ def target_lists(queues: Sequence[mapping.CompiledQueue]) -> dict[str, list[str]
                        else "" for c in queues],
         # closed_when_true's columns, one a line: depth's estimates leave their share out (pg-boss 12).
         "closed_names": ["\n".join(c.queue.closed_when_true) for c in queues],
+        # A status queue's values as text, each list a JSON array (a status value may hold any
+        # text): depth's prelude reads their shares from the status column's most common values.
+        "ready_texts": [json.dumps(list(c.values["ready_values_text"])) for c in queues],
+        "processing_texts": [json.dumps(list(c.values["processing_values_text"])) for c in queues],
+        "done_texts": [json.dumps(list(c.values["done_values_text"])) for c in queues],
         # closed_when_true: the library's partial index on exactly the waiting rows, as the
         # catalog types found it (mapping.CompiledQueue.ready_index): its copies, one a line, whose
         # reltuples depth sums above the cap, and the predicate that finds it on a partition made

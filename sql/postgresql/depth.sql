@@ -46,7 +46,7 @@ WITH queueops_q AS MATERIALIZED (
     -- estimate of pg-boss's and PGMQ's partitioned tables read "at least" the cap (pg-boss 12 depth
     -- 1,250 for 5,250; count_done absent). Its rows are the sum of its analyzed partitions'
     -- reltuples, and each statistic below their average weighted by those rows (src).
-    SELECT t.queue, CASE WHEN c.relkind = 'p' THEN coalesce(pt.tuples, -1) ELSE c.reltuples END AS reltuples,
+    SELECT t.queue, rt.reltuples,
            coalesce(pt.n_live_tup, pg_stat_get_live_tuples(c.oid)) AS n_live_tup,
            coalesce(pt.pages, c.relpages, 0) AS pages,
            ps.status_vals, ps.status_freqs,
@@ -61,6 +61,19 @@ WITH queueops_q AS MATERIALIZED (
            -- partial index on exactly them counts them (pg-boss 12's job_i11 on every partition);
            -- NULL without such an index on every leaf (the catalog types find it). See lateral ri.
            ri.ready_tuples,
+           -- A status queue's values' shares of the rows (the status column's most common values):
+           -- ready less the flagged share (closed_when_true: rows in a ready status that are never
+           -- ready, pg-boss 12's blocked jobs; the flagged share is of every row, so a flagged row
+           -- in another status, pg-boss's cancelled flow child, is taken off too), processing,
+           -- done. NULL where no value of the list is a most common value.
+           sh.ready_share, sh.processing_share, sh.done_share,
+           -- The ready rows above the cap, for every status block: the library's partial index on
+           -- exactly them where there is one (ready_tuples), else the ready share of the rows; and
+           -- what the note says they are from.
+           CASE WHEN ri.ready_tuples IS NOT NULL THEN ri.ready_tuples
+                WHEN rt.reltuples >= 0 THEN rt.reltuples * sh.ready_share END AS ready_rows,
+           CASE WHEN ri.ready_tuples IS NOT NULL THEN 'partial index of the ready rows: reltuples'
+                ELSE 'pg_stats MCV' END AS ready_src,
            -- A lease queue's free share (lease_follow_runnable's estimate above the cap): the
            -- lease's null_frac, and with a ready_flag the smaller of that and the flag's true share
            -- (graphile-worker's is_available implies locked_at IS NULL: the flag's rows are free
@@ -72,9 +85,10 @@ WITH queueops_q AS MATERIALIZED (
                 ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
                 ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[],
                 ARRAY[:open_names]::text[], ARRAY[:closed_names]::text[], ARRAY[:flag_names]::text[],
-                ARRAY[:lease_free]::text[], ARRAY[:ready_indexes]::text[], ARRAY[:ready_predicates]::text[])
+                ARRAY[:lease_free]::text[], ARRAY[:ready_indexes]::text[], ARRAY[:ready_predicates]::text[],
+                ARRAY[:ready_texts]::text[], ARRAY[:processing_texts]::text[], ARRAY[:done_texts]::text[])
          AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols, closed_cols,
-               flag_col, lease_free, ready_indexes, ready_pred)
+               flag_col, lease_free, ready_indexes, ready_pred, ready_vals, processing_vals, done_vals)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
     LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages, sum(pg_stat_get_live_tuples(pc.oid)) AS n_live_tup,
                               sum(pc.reltuples) FILTER (WHERE pc.reltuples >= 0) AS tuples,
@@ -84,6 +98,7 @@ WITH queueops_q AS MATERIALIZED (
                        FROM unnest({{tree.leaves(c.oid)}}) AS p (relid) JOIN pg_class AS pc ON pc.oid = p.relid
                        JOIN pg_namespace AS pn ON pn.oid = pc.relnamespace
                        WHERE c.relkind = 'p') AS pt ON true
+    CROSS JOIN LATERAL (SELECT CASE WHEN c.relkind = 'p' THEN coalesce(pt.tuples, -1) ELSE c.reltuples END AS reltuples) AS rt
     -- Where the statistics are read (each source's pg_stats row of a column, the non-inherited one
     -- first): the table itself, weight 1; a partitioned table's analyzed partitions, weighted by
     -- their rows. A source without a row for the column is left out of that column's average.
@@ -149,6 +164,14 @@ WITH queueops_q AS MATERIALIZED (
                     CROSS JOIN rows AS x CROSS JOIN LATERAL unnest(x.vals, x.freqs) AS m (v, f)
                     WHERE x.attname = t.status_col AND tot.w > 0
                     GROUP BY m.v) AS v) AS mv) AS ps ON true
+    -- Each status list is a JSON array of the values as text (any text a status value may hold).
+    CROSS JOIN LATERAL (
+        SELECT (SELECT sum(m.f) FROM unnest(ps.status_vals, ps.status_freqs) AS m (v, f)
+                WHERE m.v IN (SELECT json_array_elements_text(t.ready_vals::json))) - coalesce(ps.closed_share, 0) AS ready_share,
+               (SELECT sum(m.f) FROM unnest(ps.status_vals, ps.status_freqs) AS m (v, f)
+                WHERE m.v IN (SELECT json_array_elements_text(t.processing_vals::json))) AS processing_share,
+               (SELECT sum(m.f) FROM unnest(ps.status_vals, ps.status_freqs) AS m (v, f)
+                WHERE m.v IN (SELECT json_array_elements_text(t.done_vals::json))) AS done_share) AS sh
     -- A valid partial index whose predicate is exactly "col IS NULL" for each open_when_null column
     -- (in any order): GoodJob's index_good_jobs_on_priority_scheduled_at_unfinished_unlocked, Que's
     -- que_poll_idx. Its conjuncts as pg_get_expr prints them, parentheses trimmed, against the
@@ -221,41 +244,26 @@ CROSS JOIN LATERAL (SELECT (SELECT sum(x.n) FROM {ready_rows}
              CASE WHEN c.n_live_tup >= :skip_above THEN NULL
                   ELSE (SELECT count(*) FROM (SELECT 1 FROM {table}{open_where} ORDER BY {key} LIMIT :cap) AS l) END AS total
       OFFSET 0) AS n
--- c.closed_share (the prelude): rows a closed_when_true column keeps out of every count are in a
--- ready status (pg-boss 12's blocked jobs) but never ready: the status' share alone counted them.
--- The share is of every row: a flagged row in another status (pg-boss's cancelled blocked child)
--- is taken off too (docs/presets.md, pg-boss 12).
-CROSS JOIN LATERAL (
-    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) - c.closed_share AS ready,
-           (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
-            WHERE m.v IN (:processing_values_text)) AS processing,
-           (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:done_values_text)) AS done
-    OFFSET 0
-) AS f
 CROSS JOIN LATERAL (SELECT n.total < :cap AND n.ready < :cap AND n.processing < :cap AND n.done < :cap AS all_exact) AS t
--- The ready rows above the cap: the library's partial index on exactly them where the queue has
--- closed_when_true flags and one (c.ready_tuples, the prelude), else the ready values' share.
-CROSS JOIN LATERAL (SELECT CASE WHEN c.ready_tuples IS NOT NULL THEN c.ready_tuples
-                                WHEN c.reltuples >= 0 THEN c.reltuples * f.ready END AS ready_rows,
-                           CASE WHEN c.ready_tuples IS NOT NULL THEN 'partial index of the ready rows: reltuples'
-                                ELSE 'pg_stats MCV' END AS src) AS r
+-- Above the cap: the ready rows (c.ready_rows, the prelude: the library's partial index on exactly
+-- them, else the ready values' share), processing and done from their values' share.
 CROSS JOIN LATERAL (VALUES
     -- An estimate at or below what the cap's read already found says nothing more than it (as
     -- block status_follow_runnable): statistics older than the rows, or flagged rows
     -- (closed_when_true) taken off the ready share that lie in other statuses (pg-boss's cancelled
     -- flow children keep blocked set: 1,000 'estimate' for 5,000 waiting jobs where the table has
     -- no partial index on its ready rows).
-    ('depth', CASE WHEN n.ready < :cap THEN n.ready ELSE greatest(n.ready, coalesce(r.ready_rows, 0)) END::float8,
+    ('depth', CASE WHEN n.ready < :cap THEN n.ready ELSE greatest(n.ready, coalesce(c.ready_rows, 0)) END::float8,
      CASE WHEN n.ready < :cap THEN 'exact'
-          WHEN r.ready_rows > n.ready THEN 'estimate (' || r.src || ')'
-          WHEN r.ready_rows IS NOT NULL THEN 'at least (cap reached; the statistics estimate no more)'
+          WHEN c.ready_rows > n.ready THEN 'estimate (' || c.ready_src || ')'
+          WHEN c.ready_rows IS NOT NULL THEN 'at least (cap reached; the statistics estimate no more)'
           ELSE 'at least (cap reached; no statistics)' END),
     ('count_processing', CASE WHEN n.processing < :cap THEN n.processing
-                              ELSE greatest(n.processing, c.reltuples * coalesce(f.processing, 0)) END::float8,
-     CASE WHEN n.processing < :cap THEN 'exact' WHEN f.processing IS NOT NULL AND c.reltuples >= 0
+                              ELSE greatest(n.processing, c.reltuples * coalesce(c.processing_share, 0)) END::float8,
+     CASE WHEN n.processing < :cap THEN 'exact' WHEN c.processing_share IS NOT NULL AND c.reltuples >= 0
           THEN 'estimate (pg_stats MCV)' ELSE 'at least (cap reached; no statistics)' END),
-    ('count_done', CASE WHEN n.done < :cap THEN n.done ELSE greatest(n.done, c.reltuples * coalesce(f.done, 0)) END::float8,
-     CASE WHEN n.done < :cap THEN 'exact' WHEN f.done IS NOT NULL AND c.reltuples >= 0 THEN 'estimate (pg_stats MCV)'
+    ('count_done', CASE WHEN n.done < :cap THEN n.done ELSE greatest(n.done, c.reltuples * coalesce(c.done_share, 0)) END::float8,
+     CASE WHEN n.done < :cap THEN 'exact' WHEN c.done_share IS NOT NULL AND c.reltuples >= 0 THEN 'estimate (pg_stats MCV)'
           ELSE 'at least (cap reached; no statistics)' END),
     ('count_other', CASE WHEN t.all_exact THEN n.total - n.ready - n.processing - n.done END::float8,
      CASE WHEN t.all_exact THEN 'exact (statuses not in ready, processing or done values)'
@@ -483,43 +491,30 @@ CROSS JOIN LATERAL (SELECT r.ready, r.exhausted, r.seen, r.capped,
                                       ORDER BY {status_order} LIMIT :cap) AS l) AS x) AS r
       OFFSET 0) AS n
 CROSS JOIN LATERAL (SELECT NOT n.capped AND n.total < :cap AND n.processing < :cap AND n.done < :cap AS all_exact) AS t
--- Above the cap (issue 29: a lower bound of 1,000 for 5,000 waiting Oban jobs): the ready values'
--- share of the rows (pg_stats MCV, as block status) times reltuples, of which the share the cap's
--- read found below max_attempts; processing and done likewise from their values' share.
-CROSS JOIN LATERAL (
-    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) - c.closed_share AS ready,
-           (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
-            WHERE m.v IN (:processing_values_text)) AS processing,
-           (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:done_values_text)) AS done
-    OFFSET 0
-) AS f
--- With closed_when_true, the ready rows as the library's partial index on them counts them where
--- it has one (c.ready_tuples, the prelude; as block status).
-CROSS JOIN LATERAL (SELECT CASE WHEN c.ready_tuples IS NOT NULL THEN c.ready_tuples
-                                WHEN c.reltuples >= 0 THEN c.reltuples * f.ready END AS ready_rows,
-                           CASE WHEN c.ready_tuples IS NOT NULL THEN 'partial index of the ready rows: reltuples'
-                                ELSE 'pg_stats MCV' END AS src) AS r
+-- Above the cap (issue 29: a lower bound of 1,000 for 5,000 waiting Oban jobs): the ready rows
+-- (c.ready_rows, the prelude, as block status), of which the share the cap's read found below
+-- max_attempts; processing and done from their values' share.
 CROSS JOIN LATERAL (VALUES
-    ('depth', CASE WHEN NOT n.capped OR r.ready_rows IS NULL THEN n.ready
-                   ELSE greatest(n.ready, r.ready_rows * n.ready / greatest(n.seen, 1)) END::float8,
+    ('depth', CASE WHEN NOT n.capped OR c.ready_rows IS NULL THEN n.ready
+                   ELSE greatest(n.ready, c.ready_rows * n.ready / greatest(n.seen, 1)) END::float8,
      CASE WHEN NOT n.capped THEN 'exact'
-          WHEN r.ready_rows * n.ready / greatest(n.seen, 1) > n.ready
-          THEN 'estimate (' || r.src || ' x the share below max_attempts in the cap read)'
-          WHEN r.ready_rows IS NOT NULL
+          WHEN c.ready_rows * n.ready / greatest(n.seen, 1) > n.ready
+          THEN 'estimate (' || c.ready_src || ' x the share below max_attempts in the cap read)'
+          WHEN c.ready_rows IS NOT NULL
           THEN 'at least (cap of ready items read; the statistics estimate no more)'
           ELSE 'at least (cap of ready items read)' END),
-    ('count_exhausted', CASE WHEN NOT n.capped OR r.ready_rows IS NULL THEN n.exhausted
-                             ELSE greatest(n.exhausted, r.ready_rows * n.exhausted / greatest(n.seen, 1)) END::float8,
-     CASE WHEN NOT n.capped THEN 'exact (ready items at max_attempts)' WHEN r.ready_rows IS NOT NULL
-          THEN 'estimate (' || r.src || ' x the share at max_attempts in the cap read)'
+    ('count_exhausted', CASE WHEN NOT n.capped OR c.ready_rows IS NULL THEN n.exhausted
+                             ELSE greatest(n.exhausted, c.ready_rows * n.exhausted / greatest(n.seen, 1)) END::float8,
+     CASE WHEN NOT n.capped THEN 'exact (ready items at max_attempts)' WHEN c.ready_rows IS NOT NULL
+          THEN 'estimate (' || c.ready_src || ' x the share at max_attempts in the cap read)'
           ELSE 'at least (cap of ready items read)' END),
-    ('count_processing', CASE WHEN n.processing < :cap OR f.processing IS NULL OR c.reltuples < 0 THEN n.processing
-                              ELSE greatest(n.processing, c.reltuples * f.processing) END::float8,
-     CASE WHEN n.processing < :cap THEN 'exact' WHEN f.processing IS NOT NULL AND c.reltuples >= 0
+    ('count_processing', CASE WHEN n.processing < :cap OR c.processing_share IS NULL OR c.reltuples < 0 THEN n.processing
+                              ELSE greatest(n.processing, c.reltuples * c.processing_share) END::float8,
+     CASE WHEN n.processing < :cap THEN 'exact' WHEN c.processing_share IS NOT NULL AND c.reltuples >= 0
           THEN 'estimate (pg_stats MCV)' ELSE 'at least (cap reached)' END),
-    ('count_done', CASE WHEN n.done < :cap OR f.done IS NULL OR c.reltuples < 0 THEN n.done
-                        ELSE greatest(n.done, c.reltuples * f.done) END::float8,
-     CASE WHEN n.done < :cap THEN 'exact' WHEN f.done IS NOT NULL AND c.reltuples >= 0
+    ('count_done', CASE WHEN n.done < :cap OR c.done_share IS NULL OR c.reltuples < 0 THEN n.done
+                        ELSE greatest(n.done, c.reltuples * c.done_share) END::float8,
+     CASE WHEN n.done < :cap THEN 'exact' WHEN c.done_share IS NOT NULL AND c.reltuples >= 0
           THEN 'estimate (pg_stats MCV)' ELSE 'at least (cap reached)' END),
     ('count_other', CASE WHEN t.all_exact THEN n.total - n.seen - n.processing - n.done END::float8,
      CASE WHEN t.all_exact THEN 'exact (statuses not in ready, processing or done values)' ELSE 'unknown above the cap' END),
@@ -570,13 +565,6 @@ CROSS JOIN LATERAL (SELECT NOT n.capped AND NOT n.scheduled_capped AND n.total <
 -- one ahead. Its resolution is the histogram's: one bucket is 1/statistics_target of the rows.
 -- processing and done from their values' share.
 CROSS JOIN LATERAL (
-    SELECT (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:ready_values_text)) - c.closed_share AS ready,
-           (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f)
-            WHERE m.v IN (:processing_values_text)) AS processing,
-           (SELECT sum(m.f) FROM unnest(c.status_vals, c.status_freqs) AS m (v, f) WHERE m.v IN (:done_values_text)) AS done
-    OFFSET 0
-) AS f
-CROSS JOIN LATERAL (
     -- A timestamptz value as text carries its offset; a naive one is read as {clock} reads the column.
     SELECT CASE WHEN st.histogram_bounds IS NOT NULL OR st.most_common_vals IS NOT NULL THEN
                coalesce((SELECT sum(m.f) FROM unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS m (v, f)
@@ -611,53 +599,48 @@ CROSS JOIN LATERAL (SELECT CASE WHEN NOT n.scheduled_capped THEN n.scheduled
                                 THEN greatest(n.scheduled, c.reltuples * ahead.share) END AS scheduled) AS sc
 -- Statistics older than the rows (ANALYZE not run since a burst): an estimate at or below what the
 -- cap's read already found says nothing more than it: 'at least' then.
--- With closed_when_true, the ready rows (scheduled or not) as the library's partial index on them
--- counts them where it has one (c.ready_tuples, the prelude: pg-boss 12's job_i11); the share of
--- the ready values less the flagged share otherwise.
-CROSS JOIN LATERAL (SELECT CASE WHEN c.ready_tuples IS NOT NULL THEN c.ready_tuples
-                                WHEN c.reltuples >= 0 THEN c.reltuples * f.ready END AS ready_rows,
-                           CASE WHEN c.ready_tuples IS NOT NULL THEN 'partial index of the ready rows: reltuples'
-                                ELSE 'pg_stats MCV of the ready values' END AS src) AS rr
-CROSS JOIN LATERAL (SELECT CASE WHEN n.capped AND sc.scheduled IS NOT NULL AND rr.ready_rows - sc.scheduled > n.seen
-                                THEN rr.ready_rows - sc.scheduled END AS runnable_rows) AS r
+-- The ready rows, scheduled or not (c.ready_rows, the prelude: pg-boss 12's job_i11 where the
+-- queue has closed_when_true and the table the index, else the ready values' share).
+CROSS JOIN LATERAL (SELECT CASE WHEN n.capped AND sc.scheduled IS NOT NULL AND c.ready_rows - sc.scheduled > n.seen
+                                THEN c.ready_rows - sc.scheduled END AS runnable_rows) AS r
 CROSS JOIN LATERAL (VALUES
     ('depth', CASE WHEN r.runnable_rows IS NULL THEN n.ready
                    ELSE greatest(n.ready, r.runnable_rows * CASE WHEN n.seen > 0 THEN n.ready / n.seen ELSE 1 END) END::float8,
      CASE WHEN NOT n.capped THEN 'exact'
           WHEN r.runnable_rows IS NOT NULL AND n.uncounted
-          THEN 'estimate (' || rr.src || ' less the share of runnable_at ahead; not counted: no index serves a ready value)'
+          THEN 'estimate (' || c.ready_src || ' less the share of runnable_at ahead; not counted: no index serves a ready value)'
           WHEN n.uncounted THEN 'not counted: no index serves a ready value, and no statistics'
           WHEN r.runnable_rows IS NOT NULL AND NOT n.scheduled_capped
-          THEN 'estimate (' || rr.src || ' less the scheduled counted)'
+          THEN 'estimate (' || c.ready_src || ' less the scheduled counted)'
           WHEN r.runnable_rows IS NOT NULL
-          THEN 'estimate (' || rr.src || ' less the share of runnable_at ahead)'
+          THEN 'estimate (' || c.ready_src || ' less the share of runnable_at ahead)'
           ELSE 'at least (cap of runnable items read)' END),
     ('count_exhausted', CASE WHEN r.runnable_rows IS NULL THEN n.exhausted
                              ELSE greatest(n.exhausted, r.runnable_rows * CASE WHEN n.seen > 0 THEN n.exhausted / n.seen ELSE 0 END) END::float8,
      CASE WHEN NOT n.capped THEN 'exact (runnable ready items at max_attempts)'
           WHEN n.uncounted THEN 'unknown: no index serves a ready value (none read)'
-          WHEN r.runnable_rows IS NOT NULL THEN 'estimate (' || rr.src || ' less the scheduled x the share at max_attempts in the cap read)'
+          WHEN r.runnable_rows IS NOT NULL THEN 'estimate (' || c.ready_src || ' less the scheduled x the share at max_attempts in the cap read)'
           ELSE 'at least (cap of runnable items read)' END),
     ('count_scheduled', coalesce(sc.scheduled, n.scheduled)::float8,
      CASE WHEN NOT n.scheduled_capped THEN 'exact' WHEN sc.scheduled IS NOT NULL AND n.uncounted
           THEN 'estimate (pg_stats of runnable_at: the share ahead of the clock; not counted: no index serves a ready value)'
           WHEN sc.scheduled IS NOT NULL
           THEN 'estimate (pg_stats of runnable_at: the share ahead of the clock)' ELSE 'at least (cap reached)' END),
-    ('count_processing', CASE WHEN n.processing < :cap OR f.processing IS NULL OR c.reltuples < 0 THEN n.processing
-                              ELSE greatest(n.processing, c.reltuples * f.processing) END::float8,
+    ('count_processing', CASE WHEN n.processing < :cap OR c.processing_share IS NULL OR c.reltuples < 0 THEN n.processing
+                              ELSE greatest(n.processing, c.reltuples * c.processing_share) END::float8,
      CASE WHEN n.processing < :cap THEN 'exact'
-          WHEN n.processing IS NULL AND f.processing IS NOT NULL AND c.reltuples >= 0
+          WHEN n.processing IS NULL AND c.processing_share IS NOT NULL AND c.reltuples >= 0
           THEN 'estimate (pg_stats MCV; not counted: no index serves these status values)'
           WHEN n.processing IS NULL THEN 'not counted: no index serves these status values, and no statistics'
-          WHEN f.processing IS NOT NULL AND c.reltuples >= 0
+          WHEN c.processing_share IS NOT NULL AND c.reltuples >= 0
           THEN 'estimate (pg_stats MCV)' ELSE 'at least (cap reached)' END),
-    ('count_done', CASE WHEN n.done < :cap OR f.done IS NULL OR c.reltuples < 0 THEN n.done
-                        ELSE greatest(n.done, c.reltuples * f.done) END::float8,
+    ('count_done', CASE WHEN n.done < :cap OR c.done_share IS NULL OR c.reltuples < 0 THEN n.done
+                        ELSE greatest(n.done, c.reltuples * c.done_share) END::float8,
      CASE WHEN n.done < :cap THEN 'exact'
-          WHEN n.done IS NULL AND f.done IS NOT NULL AND c.reltuples >= 0
+          WHEN n.done IS NULL AND c.done_share IS NOT NULL AND c.reltuples >= 0
           THEN 'estimate (pg_stats MCV; not counted: no index serves these status values)'
           WHEN n.done IS NULL THEN 'not counted: no index serves these status values, and no statistics'
-          WHEN f.done IS NOT NULL AND c.reltuples >= 0
+          WHEN c.done_share IS NOT NULL AND c.reltuples >= 0
           THEN 'estimate (pg_stats MCV)' ELSE 'at least (cap reached)' END),
     ('count_other', CASE WHEN t.all_exact THEN n.total - n.seen - n.scheduled - n.processing - n.done END::float8,
      CASE WHEN t.all_exact THEN 'exact (statuses not in ready, processing or done values)' ELSE 'unknown above the cap' END),

@@ -263,6 +263,32 @@ def test_a_leafs_copy_made_after_the_types_were_read_is_found_by_its_predicate(l
         assert collect(cfg, "depth").row("f", "depth").note.startswith("at least")
 
 
+def test_status_values_of_any_text_get_their_share_above_the_cap(lab) -> None:  # noqa: ANN001
+    """The prelude reads each status list's share of the rows from the column's most common values;
+    the lists travel as JSON arrays, so a value holding a quote, a comma, a bracket or a newline is
+    one value, not several (5,000 ready, 1,500 processing, 3,500 done; all above the cap)."""
+    ready, doing, done = "it's \"ready\"]", "a,b\nc", "done"
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS lab.odd_status")
+        conn.execute("CREATE TABLE lab.odd_status (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+                     "status text NOT NULL)")
+        conn.execute("CREATE INDEX ON lab.odd_status (status, id)")
+        conn.execute("INSERT INTO lab.odd_status (status) SELECT v.s FROM (VALUES (%s, 5000), (%s, 1500), "
+                     "(%s, 3500)) AS v (s, n) CROSS JOIN LATERAL generate_series(1, v.n)", (ready, doing, done))
+        conn.execute("ANALYZE lab.odd_status")
+    try:
+        cfg = one_queue(lab, {"name": "odd", "kind": "status", "table": "odd_status", "key": "id",
+                              "status_column": "status", "ready_values": [ready],
+                              "processing_values": [doing], "done_values": [done]})
+        c = collect(cfg, "depth")
+        for metric, truth in (("depth", 5000), ("count_processing", 1500), ("count_done", 3500)):
+            row = c.row("odd", metric)
+            assert row.note == "estimate (pg_stats MCV)" and abs(row.value - truth) <= truth * 0.1, (metric, row)
+    finally:
+        with lab.connect() as conn:
+            conn.execute("DROP TABLE lab.odd_status")
+
+
 def test_a_total_far_above_the_cap_is_not_counted_and_the_ready_counts_still_are(cfg, clean_lab) -> None:  # noqa: ANN001
     n = COUNT_SKIP_ABOVE + COUNT_CAP
     with clean_lab.connect() as conn:
