@@ -86,11 +86,10 @@ def target_lists(queues: Sequence[mapping.CompiledQueue]) -> dict[str, list[str]
         "error_names": [v["error_name"] for v in vals],
         # What each queue's naive times hold: 'UTC' or '' (the session's zone); see fragments.clock.
         "naive_zones": ["UTC" if c.queue.naive_times == "utc" and c.dialect == "postgresql" else "" for c in queues],
-        # open_when_null's columns, one a line ('' with a partition or expiry: more than those
-        # columns decides a row): depth's estimate finds the library's partial index on the open
-        # rows by its predicate (issue 29).
-        "open_names": ["\n".join(c.queue.open_when_null) if c.queue.partition is None and not c.queue.expires_column
-                       else "" for c in queues],
+        # open_when_null: the library's partial index on exactly the open rows, as the catalog
+        # types found it (mapping.CompiledQueue.open_index): its copies, one a line, whose
+        # reltuples depth's estimate reads (issue 29; '' without one).
+        "open_indexes": ["\n".join(c.open_index.copies) if c.open_index else "" for c in queues],
         # closed_when_true's columns, one a line: depth's estimates leave their share out (pg-boss 12).
         "closed_names": ["\n".join(c.queue.closed_when_true) for c in queues],
         # A status queue's values as text, each list a JSON array (a status value may hold any

@@ -58,6 +58,15 @@ class FlaggedPartial(NamedTuple):
     predicate: str  # one copy's pg_get_expr text (a partition made since is matched on it)
 
 
+class NullPartial(NamedTuple):
+    """A partial index whose predicate is only ``col IS NULL`` conjuncts (PostgreSQL): the library's
+    index on its open rows (Que's ``que_poll_idx ... WHERE finished_at IS NULL AND expired_at IS
+    NULL``), on every partition. Its reltuples is depth's open rows above the cap."""
+
+    columns: tuple[str, ...]
+    copies: tuple[str, ...]  # each leaf's copy (regclass text)
+
+
 @dataclass(frozen=True)
 class ColumnType:
     """One column's type as the catalog reports it."""
@@ -86,6 +95,8 @@ class ColumnType:
     notnull: bool = False
     # The partial indexes whose predicate also requires boolean flags false (PostgreSQL).
     flagged_partials: tuple[FlaggedPartial, ...] = ()
+    # The partial indexes on open rows whose predicate names this column IS NULL (PostgreSQL).
+    null_partials: tuple[NullPartial, ...] = ()
 
     def cast_fragment(self, dialect: str) -> str:
         """The column's type as a quoted SQL type name (PostgreSQL), for ``ARRAY[...]::{type}[]``."""
@@ -224,7 +235,8 @@ def _read_pairs(run: Callable[[sqlfiles.Statement], list[dict[str, Any]]], diale
             bool(r.get("notnull")),
             tuple(FlaggedPartial(str(p["name"]), tuple(str(v) for v in p["values"]), tuple(p["flags"]),
                                  tuple(p.get("copies") or ()), str(p.get("predicate") or ""))
-                  for p in r.get("partials") or () if p.get("flags")))
+                  for p in r.get("partials") or () if p.get("flags")),
+            tuple(NullPartial(tuple(p["columns"]), tuple(p["copies"])) for p in r.get("null_partials") or ()))
     return out
 
 
@@ -490,6 +502,17 @@ def ready_index(q: Queue, status: ColumnType | None) -> FlaggedPartial | None:
     wanted = {str(v) for v in coerce_values(list(q.ready_values), status)}
     flags = set(q.closed_when_true)
     return next((p for p in status.flagged_partials if set(p.values) == wanted and set(p.flags) == flags), None)
+
+
+def open_index(q: Queue, types: dict[tuple[str, str], ColumnType], dialect: str) -> NullPartial | None:
+    """An open_when_null queue's partial index on exactly its open rows (every one of those columns
+    IS NULL, nothing else), on every partition; None without one, or when more than those columns
+    decides a row's queue (a partition column, an expiry): its reltuples would count other rows."""
+    if not q.open_when_null or q.partition is not None or q.expires_column:
+        return None
+    first = type_of(q, "open_when_null[0]", types, dialect)
+    wanted = set(q.open_when_null)
+    return next((p for p in first.null_partials if set(p.columns) == wanted), None) if first else None
 
 
 def _constant(value: int | str, cast: str, status: ColumnType | None) -> str:

@@ -91,6 +91,9 @@ class CompiledQueue:
     # closed_when_true: the library's partial index on exactly the waiting rows (pg-boss 12's
     # job_i11), whose reltuples is depth's figure above the cap (coltypes.ready_index).
     ready_index: coltypes.FlaggedPartial | None = None
+    # open_when_null: the library's partial index on exactly the open rows (Que's que_poll_idx),
+    # whose reltuples is depth's figure of them above the cap (coltypes.open_index).
+    open_index: coltypes.NullPartial | None = None
 
     @property
     def table(self) -> str:
@@ -129,7 +132,8 @@ def compile_queue(queue: Queue, dialect: str, types: Types | None = None, limits
                          MappingProxyType(_fragments(queue, dialect, names, status, problems, limits, runnable)),
                          MappingProxyType(_values(queue, dialect, names, status, limits)),
                          tuple(coltypes.oldest_reads_partial(queue, status)) if dialect == "postgresql" else (),
-                         runnable, coltypes.ready_index(queue, status) if dialect == "postgresql" else None)
+                         runnable, coltypes.ready_index(queue, status) if dialect == "postgresql" else None,
+                         coltypes.open_index(queue, known, dialect) if dialect == "postgresql" else None)
 
 
 def block_chain(queue: Queue, has_block: Callable[[str], bool]) -> tuple[str, ...]:

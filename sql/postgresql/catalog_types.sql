@@ -17,6 +17,8 @@
 --                           [[{name, notnull}, ...], ...]
 --   partials                the partial btree indexes on status values:
 --                           [{name, values, order, flags, copies, predicate}]
+--   null_partials           the partial indexes on open rows ("col IS NULL" conjuncts, one of them
+--                           this column): [{columns, copies}]
 --   notnull                 the column is NOT NULL (oldest_age_s reads no NULL range of a runnable
 --                           column that cannot hold one, and orders the one that can)
 SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_schema, ty.typname AS type_name,
@@ -145,7 +147,30 @@ SELECT t.qualified AS qualified_table, t.col AS column_name, n.nspname AS type_s
                 AND left(f.shape, length(f.head)) = f.head
                 AND (f.op IN ('=', '=ANY') OR (ty.typtype = 'e' AND cardinality(f.vals) = 1))) AS p
               GROUP BY p.vals, p.ord, p.flags
-              HAVING count(DISTINCT p.indrelid) = cardinality({{tree.leaves(c.oid)}})) AS g) AS partials
+              HAVING count(DISTINCT p.indrelid) = cardinality({{tree.leaves(c.oid)}})) AS g) AS partials,
+       -- The library's partial indexes on its open rows (issue 29: an open_when_null queue, GoodJob's
+       -- index_good_jobs_on_priority_scheduled_at_unfinished_unlocked, Que's que_poll_idx): a valid
+       -- index whose predicate's conjuncts are all "col IS NULL", one of them this column, on every
+       -- leaf; its columns and each leaf's copy (regclass text), whose reltuples depth's prelude
+       -- sums above the cap. Read for a column that can hold NULL only.
+       (SELECT json_agg(json_build_object('columns', g.cols, 'copies', g.copies) ORDER BY g.cols)
+        FROM (SELECT p.cols, array_agg(p.copy ORDER BY p.copy) AS copies
+              FROM (SELECT i.indrelid, i.indexrelid::regclass::text AS copy, cj.cols
+                    FROM (SELECT i0.* FROM pg_index AS i0
+                          WHERE NOT a.attnotnull AND i0.indrelid IN (SELECT unnest({{tree.leaves(c.oid)}}))
+                            AND i0.indisvalid AND i0.indpred IS NOT NULL
+                          OFFSET 0) AS i
+                    CROSS JOIN LATERAL (
+                        SELECT array_agg(na.attname::text ORDER BY na.attname) AS cols, count(*) AS n,
+                               count(na.attname) AS named
+                        FROM regexp_split_to_table(pg_get_expr(i.indpred, i.indrelid), ' AND ') AS y (p)
+                        CROSS JOIN LATERAL (SELECT btrim(y.p, '() ') AS p) AS x
+                        LEFT JOIN pg_attribute AS na ON na.attrelid = i.indrelid AND na.attnum > 0
+                             AND NOT na.attisdropped AND x.p = quote_ident(na.attname) || ' IS NULL'
+                    ) AS cj
+                    WHERE cj.n = cj.named AND a.attname::text = ANY (cj.cols)) AS p
+              GROUP BY p.cols
+              HAVING count(DISTINCT p.indrelid) = cardinality({{tree.leaves(c.oid)}})) AS g) AS null_partials
 FROM unnest(ARRAY[:tables]::text[], ARRAY[:columns]::text[]) AS t (qualified, col)
 JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
 JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attname = t.col AND a.attnum > 0 AND NOT a.attisdropped

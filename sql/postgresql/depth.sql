@@ -84,10 +84,10 @@ WITH queueops_q AS MATERIALIZED (
     FROM unnest(ARRAY[:queue_names]::text[], ARRAY[:queue_tables]::text[], ARRAY[:schema_names]::text[],
                 ARRAY[:table_names]::text[], ARRAY[:status_names]::text[], ARRAY[:lease_names]::text[],
                 ARRAY[:due_names]::text[], ARRAY[:error_names]::text[], ARRAY[:naive_zones]::text[],
-                ARRAY[:open_names]::text[], ARRAY[:closed_names]::text[], ARRAY[:flag_names]::text[],
+                ARRAY[:open_indexes]::text[], ARRAY[:closed_names]::text[], ARRAY[:flag_names]::text[],
                 ARRAY[:lease_free]::text[], ARRAY[:ready_indexes]::text[], ARRAY[:ready_predicates]::text[],
                 ARRAY[:ready_texts]::text[], ARRAY[:processing_texts]::text[], ARRAY[:done_texts]::text[])
-         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_cols, closed_cols,
+         AS t (queue, qualified, sch, tbl, status_col, lease_col, due_col, error_col, naive_zone, open_indexes, closed_cols,
                flag_col, lease_free, ready_indexes, ready_pred, ready_vals, processing_vals, done_vals)
     LEFT JOIN pg_class AS c ON c.oid = to_regclass(t.qualified)
     LEFT JOIN LATERAL (SELECT sum(pc.relpages) AS pages, sum(pg_stat_get_live_tuples(pc.oid)) AS n_live_tup,
@@ -172,18 +172,20 @@ WITH queueops_q AS MATERIALIZED (
                 WHERE m.v IN (SELECT json_array_elements_text(t.processing_vals::json))) AS processing_share,
                (SELECT sum(m.f) FROM unnest(ps.status_vals, ps.status_freqs) AS m (v, f)
                 WHERE m.v IN (SELECT json_array_elements_text(t.done_vals::json))) AS done_share) AS sh
-    -- A valid partial index whose predicate is exactly "col IS NULL" for each open_when_null column
-    -- (in any order): GoodJob's index_good_jobs_on_priority_scheduled_at_unfinished_unlocked, Que's
-    -- que_poll_idx. Its conjuncts as pg_get_expr prints them, parentheses trimmed, against the
-    -- configured columns as quote_ident would print them.
-    LEFT JOIN LATERAL (SELECT max(ic.reltuples) AS open_tuples
-                       FROM pg_index AS i JOIN pg_class AS ic ON ic.oid = i.indexrelid
-                       WHERE t.open_cols <> '' AND i.indrelid = c.oid AND i.indpred IS NOT NULL AND i.indisvalid
-                         AND ic.reltuples >= 0
-                         AND (SELECT string_agg(btrim(x.p, '()'), E'\n' ORDER BY btrim(x.p, '()'))
-                              FROM regexp_split_to_table(pg_get_expr(i.indpred, i.indrelid), ' AND ') AS x (p))
-                             = (SELECT string_agg(quote_ident(oc.n) || ' IS NULL', E'\n' ORDER BY quote_ident(oc.n) || ' IS NULL')
-                                FROM unnest(string_to_array(t.open_cols, E'\n')) AS oc (n))) AS o ON true
+    -- open_when_null (issue 29): the library's partial index on exactly the open rows (GoodJob's
+    -- index_good_jobs_on_priority_scheduled_at_unfinished_unlocked, Que's que_poll_idx), as the
+    -- catalog types found it (catalog_types' null_partials; mapping.CompiledQueue.open_index): its
+    -- copies' reltuples (set by ANALYZE and VACUUM) summed over the leaves; NULL unless every leaf
+    -- has an analyzed one.
+    LEFT JOIN LATERAL (
+        SELECT CASE WHEN count(*) > 0 AND count(*) = count(lx.tuples) THEN sum(lx.tuples) END AS open_tuples
+        FROM (SELECT ARRAY(SELECT to_regclass(x.n) FROM unnest(string_to_array(t.open_indexes, E'\n')) AS x (n))
+                     AS oids) AS k
+        CROSS JOIN unnest(CASE WHEN t.open_indexes <> '' THEN {{tree.leaves(c.oid)}} END) AS lf (relid)
+        CROSS JOIN LATERAL (SELECT max(ic.reltuples) FILTER (WHERE ic.reltuples >= 0) AS tuples
+                            FROM pg_index AS i JOIN pg_class AS ic ON ic.oid = i.indexrelid
+                            WHERE i.indrelid = lf.relid AND i.indisvalid AND i.indexrelid = ANY (k.oids)) AS lx
+    ) AS o ON true
     -- closed_when_true: pg_stats has no joint figure of the status and the flags, so the status
     -- blocks took the flagged share off the ready share as if every flagged row were waiting; but
     -- pg-boss's cancelJobs leaves blocked set on a cancelled flow child, and 50,000 of them on a

@@ -344,6 +344,35 @@ def test_a_queue_with_open_when_null_counts_its_open_rows_whatever_the_live_row_
             conn.execute("DROP TABLE lab.kept_jobs")
 
 
+def test_the_index_on_exactly_the_open_rows_is_found_in_the_catalog_types(lab) -> None:  # noqa: ANN001
+    """Que's que_poll_idx (WHERE finished_at IS NULL AND expired_at IS NULL) is the open rows of an
+    open_when_null queue: the catalog types find it, in either order of its conjuncts and under a
+    quoted column name, and not an index with another condition or on only some of the columns."""
+    with lab.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS lab.open_jobs")
+        conn.execute('CREATE TABLE lab.open_jobs (id bigint PRIMARY KEY, run_at timestamptz NOT NULL, '
+                     '"Finished At" timestamptz, expired_at timestamptz)')
+        conn.execute('CREATE INDEX open_some ON lab.open_jobs (run_at) WHERE "Finished At" IS NULL')
+        conn.execute('CREATE INDEX open_more ON lab.open_jobs (run_at) WHERE "Finished At" IS NULL '
+                     'AND expired_at IS NULL AND id > 5')
+        conn.execute('CREATE INDEX open_rows ON lab.open_jobs (run_at) WHERE expired_at IS NULL AND "Finished At" IS NULL')
+    cfg = one_queue(lab, {"name": "open", "kind": "due", "table": "open_jobs", "key": "id", "due_column": "run_at",
+                          "open_when_null": ["Finished At", "expired_at"]})
+    try:
+        with engine.connection(cfg.targets[0], "collect", cfg.base_dir) as conn:
+            types = coltypes.read_types(conn, cfg.queues)
+        found = runner.compiled(cfg.queues[0], "postgresql", types).open_index
+        assert found is not None and found.copies == ("lab.open_rows",), found
+        # A queue open while "Finished At" alone is NULL has its own index among the same types.
+        only = one_queue(lab, {"name": "open", "kind": "due", "table": "open_jobs", "key": "id", "due_column": "run_at",
+                               "open_when_null": ["Finished At"]})
+        some = coltypes.open_index(only.queues[0], types, "postgresql")
+        assert some is not None and some.copies == ("lab.open_some",), some
+    finally:
+        with lab.connect() as conn:
+            conn.execute("DROP TABLE lab.open_jobs")
+
+
 def test_a_due_queue_never_analyzed_says_at_least_its_count_not_its_whole_table(lab) -> None:  # noqa: ANN001
     # No histogram and no reltuples: the lower bound is the count that reached the cap. The live-row
     # counter (all rows, due or not) is no lower bound of the due items.
