@@ -49,27 +49,20 @@ WITH queueops_q AS MATERIALIZED (
     SELECT t.queue, rt.reltuples,
            coalesce(pt.n_live_tup, pg_stat_get_live_tuples(c.oid)) AS n_live_tup,
            coalesce(pt.pages, c.relpages, 0) AS pages,
-           ps.status_vals, ps.status_freqs,
            -- open_when_null (issue 29): the open rows as the library's partial index on them counts
            -- them (its reltuples, set by ANALYZE and VACUUM); NULL without such an index.
            o.open_tuples,
            ps.lease_null_frac, ps.error_null_frac, ps.due_share,
-           -- closed_when_true (pg-boss 12's blocked jobs): the share of rows whose flag is true,
-           -- summed over the queue's flags; 0 without one.
-           coalesce(ps.closed_share, 0) AS closed_share,
-           -- closed_when_true: the rows in a ready status with no flag set, as the library's
-           -- partial index on exactly them counts them (pg-boss 12's job_i11 on every partition);
-           -- NULL without such an index on every leaf (the catalog types find it). See lateral ri.
-           ri.ready_tuples,
            -- A status queue's values' shares of the rows (the status column's most common values):
-           -- ready less the flagged share (closed_when_true: rows in a ready status that are never
-           -- ready, pg-boss 12's blocked jobs; the flagged share is of every row, so a flagged row
-           -- in another status, pg-boss's cancelled flow child, is taken off too), processing,
+           -- ready less the share of rows a closed_when_true flag marks (pg-boss 12's blocked
+           -- jobs: in a ready status, never ready; the flagged share is of every row, so a flagged
+           -- row in another status, pg-boss's cancelled flow child, is taken off too), processing,
            -- done. NULL where no value of the list is a most common value.
            sh.ready_share, sh.processing_share, sh.done_share,
-           -- The ready rows above the cap, for every status block: the library's partial index on
-           -- exactly them where there is one (ready_tuples), else the ready share of the rows; and
-           -- what the note says they are from.
+           -- The ready rows above the cap, for every status block: with closed_when_true, the
+           -- library's partial index on exactly them where every leaf has one (pg-boss 12's
+           -- job_i11; lateral ri), else the ready share of the rows; and what the note says they
+           -- are from.
            CASE WHEN ri.ready_tuples IS NOT NULL THEN ri.ready_tuples
                 WHEN rt.reltuples >= 0 THEN rt.reltuples * sh.ready_share END AS ready_rows,
            CASE WHEN ri.ready_tuples IS NOT NULL THEN 'partial index of the ready rows: reltuples'
