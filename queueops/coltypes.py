@@ -491,13 +491,19 @@ def exact_partial(status: ColumnType | None, values: Sequence[Any]) -> str | Non
     return next((name for name, vals, _ in status.partials if set(vals) == wanted), None)
 
 
+def reads_ready_index(q: Queue) -> bool:
+    """Whether depth reads ``q``'s waiting rows from a partial index on exactly them above the cap:
+    a status queue with closed_when_true whose rows the mapping alone decides (no partition column,
+    no expiry: the index's reltuples would count other queues' rows too)."""
+    return (q.kind == "status" and bool(q.status_column) and bool(q.closed_when_true) and q.partition is None
+            and not q.expires_column)
+
+
 def ready_index(q: Queue, status: ColumnType | None) -> FlaggedPartial | None:
     """A closed_when_true status queue's partial index on exactly its waiting rows: its ready
     values, every flag false (pg-boss 12's job_i11), on every partition; None without one, or when
-    more than the mapping decides a row's queue (a partition column, an expiry): its reltuples would
-    count other queues' rows too."""
-    if (status is None or q.kind != "status" or not q.closed_when_true or q.partition is not None
-            or q.expires_column):
+    depth does not read one (:func:`reads_ready_index`)."""
+    if status is None or not reads_ready_index(q):
         return None
     wanted = {str(v) for v in coerce_values(list(q.ready_values), status)}
     flags = set(q.closed_when_true)

@@ -402,8 +402,7 @@ def _pg_ready_index(q: Queue, types: dict[tuple[str, str], coltypes.ColumnType])
     partition (mapping.CompiledQueue.ready_index). Without one it takes every flagged row off the
     ready share, too low by the flagged rows in other statuses (pg-boss's cancelled flow
     children): say so, with the index to create."""
-    if (q.kind != "status" or not q.closed_when_true or q.partition is not None or q.expires_column
-            or not q.status_column):
+    if not coltypes.reads_ready_index(q):
         return []
     from collectors import runner
 
